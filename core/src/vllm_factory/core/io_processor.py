@@ -1,0 +1,108 @@
+"""Base class for every vllm-factory IOProcessor plugin.
+
+A subclass declares a pydantic ``request_model`` and writes two task-specific steps:
+``build_prompts`` (validated request -> token prompts) and ``build_response`` (pooler
+outputs -> JSON); ``setup`` reads the checkpoint's settings once at server start.
+Validation, error mapping and vLLM-version differences are handled here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from vllm.plugins.io_processors.interface import IOProcessor
+
+from vllm_factory.core import compat
+from vllm_factory.core.checkpoint import CheckpointFiles
+
+logger = logging.getLogger(__name__)
+
+RequestT = TypeVar("RequestT", bound=BaseModel)
+
+# Validated requests wait here between pre_process and post_process (same API process).
+# Bounded, so requests that fail in the engine cannot grow it without limit.
+MAX_PENDING_REQUESTS = 65536
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
+
+
+def describe_validation_error(error: ValidationError, root: str = "data") -> tuple[str, str]:
+    """The first problem of a pydantic error as (field path, message), e.g. ``data.text``."""
+    first = error.errors()[0]
+    # Union members appear in the location as type names ("str", "list[str]"): drop them.
+    parts = [str(p) for p in first["loc"] if str(p) not in _TYPE_TAGS and "[" not in str(p)]
+    path = ".".join([root, *parts])
+    message = first["msg"].removeprefix("Value error, ")
+    return path, f"{path}: {message}"
+
+
+class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
+    """Validates ``data``, builds token prompts, and shapes pooler outputs into JSON."""
+
+    request_model: ClassVar[type[BaseModel]]
+
+    def __init__(self, vllm_config: Any, renderer: Any = None) -> None:
+        super().__init__(
+            **compat.io_processor_init_kwargs(IOProcessor.__init__, vllm_config, renderer)
+        )
+        model_config = vllm_config.model_config
+        self.checkpoint = CheckpointFiles(
+            model_config.model, revision=getattr(model_config, "revision", None)
+        )
+        self.max_model_len: int = model_config.max_model_len
+        self._pending: OrderedDict[str | None, BaseModel] = OrderedDict()
+        self._pending_lock = threading.Lock()
+        self.setup()
+
+    # -- subclass hooks -------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Read tokenizer and checkpoint settings once, at server start."""
+
+    def build_prompts(self, request: RequestT) -> list[list[int]]:
+        """Token ids of every sequence this request sends to the engine."""
+        raise NotImplementedError
+
+    def build_response(self, request: RequestT, outputs: Sequence[Any]) -> Any:
+        """JSON-ready response from the engine's ``PoolingRequestOutput`` list."""
+        raise NotImplementedError
+
+    # -- vLLM IOProcessor interface ------------------------------------------------------
+
+    def parse_data(self, data: object) -> RequestT:
+        if data is None:
+            raise compat.validation_error("data: field required", "data")
+        try:
+            return self.request_model.model_validate(data)  # type: ignore[return-value]
+        except ValidationError as error:
+            field, message = describe_validation_error(error)
+            raise compat.validation_error(message, field) from None
+
+    def merge_pooling_params(self, params: Any = None) -> Any:
+        if params is not None and getattr(params, "task", None) not in (None, "plugin"):
+            return params
+        return compat.plugin_pooling_params()
+
+    def pre_process(
+        self, prompt: RequestT, request_id: str | None = None, **kwargs: Any
+    ) -> list[dict]:
+        prompts = [{"prompt_token_ids": ids} for ids in self.build_prompts(prompt)]
+        with self._pending_lock:
+            self._pending[request_id] = prompt
+            while len(self._pending) > MAX_PENDING_REQUESTS:
+                self._pending.popitem(last=False)
+        return prompts
+
+    def post_process(
+        self, model_output: Sequence[Any], request_id: str | None = None, **kwargs: Any
+    ) -> Any:
+        with self._pending_lock:
+            request = self._pending.pop(request_id, None)
+        if request is None:
+            raise RuntimeError(f"no pending request {request_id!r} to post-process")
+        return self.build_response(request, model_output)

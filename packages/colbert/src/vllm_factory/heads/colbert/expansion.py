@@ -1,0 +1,39 @@
+"""Which tokens are query-expansion tokens, computed on vLLM's packed token batch.
+
+PyLate appends the expansion (mask) token after ``[SEP]`` to pad a query to its length and,
+unless ``attend_to_expansion_tokens`` is set, gives those tokens attention_mask 0: they
+still produce vectors but no token may attend to them. They are exactly the trailing run
+of expansion tokens of a sequence (a document, or a query that filled its length, ends
+with ``[SEP]``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def trailing_expansion_tokens(
+    input_ids: torch.Tensor, positions: torch.Tensor, expansion_id: int
+) -> torch.Tensor:
+    """``[T]`` bool: token is part of the trailing run of ``expansion_id`` of its sequence.
+
+    Sequences are delimited by ``positions == 0`` (whole prompts, no chunked prefill).
+    """
+    is_expansion = input_ids == expansion_id
+    others = (~is_expansion).long()
+    # others_after[t] = non-expansion tokens from t to the end of the whole batch.
+    others_after = others.flip(0).cumsum(0).flip(0)
+    starts = torch.nonzero(positions == 0, as_tuple=False).flatten()
+    seq_of_token = torch.cumsum((positions == 0).long(), 0) - 1
+    # Value of others_after at the next sequence's start (0 past the last sequence).
+    next_start = torch.cat([others_after[starts[1:]], others_after.new_zeros(1)])
+    remaining_in_sequence = others_after - next_start[seq_of_token]
+    return is_expansion & (remaining_in_sequence == 0)
+
+
+def expansion_token_id(tokenizer) -> int:
+    """The token PyLate pads queries with: mask, else EOS, else PAD."""
+    for token_id in (tokenizer.mask_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id):
+        if token_id is not None:
+            return token_id
+    raise ValueError("the tokenizer has no mask, EOS or pad token for query expansion")

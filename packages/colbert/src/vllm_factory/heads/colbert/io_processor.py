@@ -1,0 +1,110 @@
+"""PyLate-exact ColBERT pre/post-processing inside vLLM's API server.
+
+Request ``data``: ``{"text": str | [str, ...], "is_query": bool = false}``.
+Response ``data``: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text,
+in input order; vectors are L2-normalised.
+
+Queries: ``[CLS] [Q] tokens [SEP]`` padded with the mask token to ``query_length`` (query
+expansion); every token is returned. Documents: ``[CLS] [D] tokens [SEP]`` truncated to
+``document_length``; punctuation tokens of the skiplist are dropped from the output (they
+still take part in attention), as PyLate does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, field_validator
+from transformers import AutoTokenizer
+
+from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.heads.colbert.expansion import expansion_token_id
+from vllm_factory.heads.colbert.settings import ColBERTSettings, read_colbert_settings
+
+MAX_TEXTS_PER_REQUEST = 1024
+# Longer texts would only be truncated after an expensive tokenization.
+MAX_CHARS_PER_TEXT = 1_000_000
+
+
+class ColBERTRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str | list[str]
+    is_query: bool = False
+
+    @field_validator("text")
+    @classmethod
+    def _check_text(cls, value: str | list[str]) -> str | list[str]:
+        texts = [value] if isinstance(value, str) else value
+        if not texts:
+            raise ValueError("must hold at least one text")
+        if len(texts) > MAX_TEXTS_PER_REQUEST:
+            raise ValueError(f"at most {MAX_TEXTS_PER_REQUEST} texts per request")
+        for text in texts:
+            if not text.strip():
+                raise ValueError("texts must not be empty or whitespace only")
+            if len(text) > MAX_CHARS_PER_TEXT:
+                raise ValueError(f"texts must be at most {MAX_CHARS_PER_TEXT} characters")
+        return value
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.text] if isinstance(self.text, str) else list(self.text)
+
+
+class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
+    request_model = ColBERTRequest
+
+    def setup(self) -> None:
+        self.settings: ColBERTSettings = read_colbert_settings(self.checkpoint)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            self.checkpoint.model, revision=self.checkpoint.revision
+        )
+        tok = self.tokenizer
+        self.query_prefix_id = self._token_id(self.settings.query_prefix)
+        self.document_prefix_id = self._token_id(self.settings.document_prefix)
+        self.expansion_id = expansion_token_id(tok)
+        # PyLate maps each skiplist word through the vocabulary (unknown words -> UNK id).
+        self.skiplist_ids = frozenset(
+            tok.convert_tokens_to_ids(word) for word in self.settings.skiplist_words
+        )
+        longest = max(self.settings.query_length, self.settings.document_length)
+        if longest > self.max_model_len:
+            raise ValueError(
+                f"--max-model-len {self.max_model_len} is shorter than the checkpoint's "
+                f"query/document length {longest}; start vLLM with --max-model-len {longest}"
+            )
+
+    def _token_id(self, prefix: str) -> int | None:
+        return self.tokenizer.convert_tokens_to_ids(prefix) if prefix else None
+
+    def encode(self, text: str, is_query: bool) -> list[int]:
+        """Token ids exactly as PyLate's ``ColBERT.tokenize`` builds them."""
+        settings = self.settings
+        text = text.strip()  # sentence-transformers strips every input
+        if settings.do_lower_case:
+            text = text.lower()
+        prefix_id = self.query_prefix_id if is_query else self.document_prefix_id
+        length = settings.query_length if is_query else settings.document_length
+        room = length - 1 if prefix_id is not None else length
+        ids = self.tokenizer(text, truncation="longest_first", max_length=room)["input_ids"]
+        if is_query and settings.do_query_expansion:
+            ids = ids + [self.expansion_id] * (room - len(ids))
+        if prefix_id is not None:
+            ids = ids[:1] + [prefix_id] + ids[1:]
+        return ids
+
+    def build_prompts(self, request: ColBERTRequest) -> list[list[int]]:
+        return [self.encode(text, request.is_query) for text in request.texts]
+
+    def build_response(self, request: ColBERTRequest, outputs: Sequence[Any]) -> list[dict]:
+        results = []
+        for output in outputs:
+            vectors = output.outputs.data
+            if not request.is_query:
+                keep = [t not in self.skiplist_ids for t in output.prompt_token_ids]
+                vectors = vectors[torch.tensor(keep, dtype=torch.bool, device=vectors.device)]
+            results.append({"embeddings": vectors.float().tolist(), "num_tokens": len(vectors)})
+        return results
