@@ -7,10 +7,10 @@ head's outputs in vLLM's ``PoolerOutput`` form.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
 import torch
-
 from vllm_factory.core import compat
 from vllm_factory.core.pooler import FactoryPooler, PoolerRequest
 
@@ -25,7 +25,7 @@ class VllmPoolerAdapter(compat.Pooler):
         self.head = head
         self._tasks = frozenset(tasks)
 
-    def get_supported_tasks(self) -> Set[str]:
+    def get_supported_tasks(self) -> AbstractSet[str]:
         return set(self._tasks)
 
     def get_pooling_updates(self, task: str) -> compat.PoolingParamsUpdate:

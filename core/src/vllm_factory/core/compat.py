@@ -74,4 +74,3 @@ def prompt_token_ids_cpu(pooling_metadata: PoolingMetadata) -> list[torch.Tensor
     if getter is not None:
         return getter()
     return [ids.cpu() for ids in pooling_metadata.get_prompt_token_ids()]
-

@@ -16,7 +16,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from vllm.plugins.io_processors.interface import IOProcessor
-
 from vllm_factory.core import compat
 from vllm_factory.core.checkpoint import CheckpointFiles
 

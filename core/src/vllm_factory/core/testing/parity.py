@@ -32,9 +32,7 @@ class TokenParity:
         )
 
 
-def compare_token_vectors(
-    served: list[np.ndarray], reference: list[np.ndarray]
-) -> TokenParity:
+def compare_token_vectors(served: list[np.ndarray], reference: list[np.ndarray]) -> TokenParity:
     if len(served) != len(reference):
         raise ValueError(f"{len(served)} served items vs {len(reference)} reference items")
     mismatches, min_cos, max_diff = [], 1.0, 0.0

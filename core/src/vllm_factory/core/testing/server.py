@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -90,11 +90,11 @@ class VllmServer:
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def start(self) -> VllmServer:
+    def start(self) -> Self:
         handle, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log")
         os.close(handle)
         self.log_path = Path(name)
-        self._log_file = open(self.log_path, "wb")
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         logger.info("starting: %s", " ".join(self.args))
         started = time.monotonic()
         self.process = subprocess.Popen(
@@ -128,7 +128,7 @@ class VllmServer:
             self._log_file.close()
             self._log_file = None
 
-    def __enter__(self) -> VllmServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -4,4 +4,4 @@ from vllm_factory.heads.colbert.head import ColBERTHead
 from vllm_factory.heads.colbert.settings import ColBERTSettings, DenseSpec, read_colbert_settings
 from vllm_factory.heads.colbert.version import __version__
 
-__all__ = ["ColBERTHead", "ColBERTSettings", "DenseSpec", "read_colbert_settings", "__version__"]
+__all__ = ["ColBERTHead", "ColBERTSettings", "DenseSpec", "__version__", "read_colbert_settings"]

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
-
 from vllm_factory.core.pooler import FactoryPooler, PoolerRequest
 from vllm_factory.heads.colbert.settings import DenseSpec
 

@@ -91,7 +91,5 @@ def packed_attention(
     """Attention for packed ``[T, H, D]`` q/k/v; returns ``[T, H * D]``."""
     heads, head_dim = q.shape[1], q.shape[2]
     qp, kp, vp = (batch.pad(t).transpose(1, 2) for t in (q, k, v))  # [B, H, L, D]
-    out = F.scaled_dot_product_attention(
-        qp, kp, vp, attn_mask=batch.mask(half_window), scale=scale
-    )
+    out = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=batch.mask(half_window), scale=scale)
     return batch.unpad(out.transpose(1, 2)).reshape(-1, heads * head_dim)

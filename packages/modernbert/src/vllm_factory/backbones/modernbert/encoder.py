@@ -18,7 +18,6 @@ from vllm.model_executor.layers.linear import (
 )
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
-
 from vllm_factory.backbones.modernbert.attention import PackedBatch, packed_attention
 from vllm_factory.kernels import (
     build_rope_cache,

@@ -13,7 +13,6 @@ from torch import nn
 from transformers import AutoTokenizer
 from vllm.model_executor.models.interfaces import SupportsLateInteraction
 from vllm.model_executor.models.interfaces_base import default_pooling_type
-
 from vllm_factory.backbones.modernbert import ModernBertEncoder
 from vllm_factory.core.adapter import VllmPoolerAdapter
 from vllm_factory.core.checkpoint import CheckpointFiles
