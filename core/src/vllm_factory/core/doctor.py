@@ -106,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key:>13}: {value}")
         for wheel in wheels:
             verdict = {True: "ok", False: "UNSUPPORTED", None: "-"}[wheel.range_ok]
-            print(f"\n{wheel.name} {wheel.version}  vLLM range {wheel.vllm_range or '-'}: {verdict}")
+            print(
+                f"\n{wheel.name} {wheel.version}  vLLM range {wheel.vllm_range or '-'}: {verdict}"
+            )
             for key, value in wheel.entry_points.items():
                 status = "FAILED" if key in wheel.entry_point_errors else "ok"
                 print(f"    {key} -> {value} [{status}]")

@@ -119,8 +119,9 @@ async def _run_phase(
             if response.is_success:
                 latencies.append(elapsed)
             else:
-                failures.append(f"request {index}: HTTP {response.status_code}: "
-                                f"{response.text[:200]}")
+                failures.append(
+                    f"request {index}: HTTP {response.status_code}: {response.text[:200]}"
+                )
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(indices)) or 1)))
@@ -158,8 +159,7 @@ async def closed_loop(
             _, warm_errors, warm_wall, failures = await _run_phase(
                 client, url, make_body, concurrency, range(warmup)
             )
-            logger.info("warm-up: %d requests in %.1f s, %d errors", warmup, warm_wall,
-                        warm_errors)
+            logger.info("warm-up: %d requests in %.1f s, %d errors", warmup, warm_wall, warm_errors)
             for failure in failures[:3]:
                 logger.warning("warm-up failure: %s", failure)
         latencies, errors, wall, failures = await _run_phase(

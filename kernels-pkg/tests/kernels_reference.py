@@ -1,0 +1,56 @@
+"""Plain, deliberately naive PyTorch references shared by the kernel tests (fp32 only)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def ref_rope(
+    q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, head_dim: int, base: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate-half RoPE from first principles, one angle per (position, frequency) pair."""
+    half = head_dim // 2
+    # Angles in fp32 on purpose: that is HF's (and the checkpoints') convention; in fp64 the
+    # angle of position ~500 already moves by ~3e-5 rad, more than the 1e-5 tolerance.
+    exponent = torch.tensor([2 * i / head_dim for i in range(half)], dtype=torch.float32)
+    inv_freq = 1.0 / (base**exponent)
+    angles = (positions.float()[:, None] * inv_freq[None, :]).double()  # [T, half]
+    cos = torch.cat((angles.cos(), angles.cos()), dim=-1)[:, None, :]  # [T, 1, D]
+    sin = torch.cat((angles.sin(), angles.sin()), dim=-1)[:, None, :]
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:
+        x = x.double()
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return (x * cos + rotated * sin).to(torch.float32)
+
+    return rotate(q), rotate(k)
+
+
+def ref_gelu(x: torch.Tensor, approximate: str) -> torch.Tensor:
+    x = x.double()
+    if approximate == "tanh":
+        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+
+
+def ref_geglu(x: torch.Tensor, approximate: str) -> torch.Tensor:
+    inter = x.shape[-1] // 2
+    return (ref_gelu(x[..., :inter], approximate) * x[..., inter:].double()).to(x.dtype)
+
+
+def ref_layernorm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float
+) -> torch.Tensor:
+    xd = x.double()
+    mean = xd.mean(dim=-1, keepdim=True)
+    var = ((xd - mean) ** 2).mean(dim=-1, keepdim=True)
+    y = (xd - mean) / torch.sqrt(var + eps) * weight.double()
+    if bias is not None:
+        y = y + bias.double()
+    return y.to(x.dtype)
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, tol: float = 1e-5) -> None:
+    torch.testing.assert_close(actual, expected, rtol=tol, atol=tol)

