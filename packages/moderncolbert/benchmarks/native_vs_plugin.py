@@ -218,7 +218,7 @@ def sanity_check(kind: str, server: VllmServer, body: dict) -> dict[str, Any]:
 
 def server_notes(server: VllmServer) -> list[str]:
     """Log lines about thread binding and backends, to explain CPU numbers later."""
-    pattern = re.compile(r"thread|OMP|bind|reserve|backend|architecture", re.IGNORECASE)
+    pattern = re.compile(r"[Tt]hread|OMP|[Bb]ind|[Rr]eserv|Resolved architecture")
     lines = server.log_tail(2000).splitlines()
     return [line.strip()[:300] for line in lines if pattern.search(line)][:20]
 
@@ -383,6 +383,7 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     requests = args.requests or (QUICK_REQUESTS if args.quick else DEFAULT_REQUESTS)
     kinds = args.only or ["native", "plugin"]
 

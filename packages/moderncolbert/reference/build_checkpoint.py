@@ -4,7 +4,7 @@ Runs in the PyLate reference venv (no hub access needed):
 
     python build_checkpoint.py --out DIR [--seed 0] [--size tiny|bench] [--corpus corpus.json]
 
-Steps: train a WordPiece tokenizer on the corpus plus stdlib docstrings, build a random
+Steps: train a BPE tokenizer on the corpus plus stdlib docstrings, build a random
 ModernBertModel with transformers' own classes, save both to a temporary backbone dir, then let
 PyLate wrap it (`models.ColBERT`) and save the real PyLate on-disk layout into DIR.
 """
@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from tokenizers import (
     Tokenizer,
-    decoders,
     models,
     normalizers,
     pre_tokenizers,
@@ -36,6 +35,8 @@ from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerF
 LOG = logging.getLogger("build_checkpoint")
 HERE = Path(__file__).resolve().parent
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# Characters kept out of tokenizer training so that the corpus exercises [UNK].
+HELD_OUT = str.maketrans("", "", "\u2603\U0001d11e")  # snowman, treble clef
 
 # Backbone / ColBERT shapes. head_dim = hidden / heads must be 32 or 64 (vLLM CPU attention).
 SIZES: dict[str, dict[str, int]] = {
@@ -104,16 +105,18 @@ def extra_text() -> list[str]:
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Train a lowercasing, accent-keeping WordPiece tokenizer with BERT-style [CLS] x [SEP]."""
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    """Train a lowercasing, accent-keeping BPE tokenizer with BERT-style [CLS] x [SEP].
+
+    BPE on BERT pre-tokenisation (each punctuation mark is its own token, so the document
+    skiplist really fires). Not WordPiece: tokenizers' WordPiece trainer (and BPE with a "##"
+    continuing prefix) gave a different vocabulary on each run; plain BPE is reproducible.
+    """
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=True
     )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=1, special_tokens=SPECIALS
-    )
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
     tok.train_from_iterator(texts, trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
@@ -184,7 +187,8 @@ def main() -> None:
     torch.manual_seed(args.seed)
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     corpus_texts = [x["text"] for part in ("queries", "documents") for x in corpus[part]]
-    tok = train_tokenizer(corpus_texts + extra_text(), args.vocab_size)
+    texts = [t.translate(HELD_OUT) for t in corpus_texts + extra_text()]
+    tok = train_tokenizer(texts, args.vocab_size)
     LOG.info("tokenizer vocab: %d", len(tok))
 
     from pylate import models  # imported late: heavy, and only the PyLate venv has it

@@ -33,12 +33,12 @@ def compare(a: np.lib.npyio.NpzFile, b: np.lib.npyio.NpzFile, atol: float) -> bo
         ids_a, ids_b = items(a, part, "input_ids"), items(b, part, "input_ids")
         am_a, am_b = items(a, part, "attention_mask"), items(b, part, "attention_mask")
         kept_a, kept_b = items(a, part, "kept"), items(b, part, "kept")
-        n_ids = sum(not np.array_equal(x, y) for x, y in zip(ids_a, ids_b))
-        n_am = sum(not np.array_equal(x, y) for x, y in zip(am_a, am_b))
-        n_kept = sum(not np.array_equal(x, y) for x, y in zip(kept_a, kept_b))
-        n_count = sum(len(x) != len(y) for x, y in zip(va, vb))
+        n_ids = sum(not np.array_equal(x, y) for x, y in zip(ids_a, ids_b, strict=True))
+        n_am = sum(not np.array_equal(x, y) for x, y in zip(am_a, am_b, strict=True))
+        n_kept = sum(not np.array_equal(x, y) for x, y in zip(kept_a, kept_b, strict=True))
+        n_count = sum(len(x) != len(y) for x, y in zip(va, vb, strict=True))
         max_abs, min_cos = 0.0, 1.0
-        for x, y in zip(va, vb):
+        for x, y in zip(va, vb, strict=True):
             if len(x) == len(y) and len(x):
                 max_abs = max(max_abs, float(np.abs(x - y).max()))
                 cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)

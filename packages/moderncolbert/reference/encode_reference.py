@@ -107,7 +107,7 @@ def encode_st(ckpt: str, texts: dict[str, list[str]], bs: int) -> tuple[dict, di
         fn = model.encode_query if part == "query" else model.encode_document
         vecs = fn(texts[part], batch_size=bs, convert_to_numpy=True, show_progress_bar=False)
         tokens = []
-        for text, v in zip(texts[part], vecs):
+        for text, v in zip(texts[part], vecs, strict=True):
             # One item at a time (no batch padding): ids and mask fed to the transformer, and
             # the scoring mask (output "attention_mask" of the raw view) = surviving positions.
             fed.clear()

@@ -25,7 +25,7 @@ class PackedBatch:
     positions_padded: torch.Tensor  # [B, L] token positions (0 beyond a sequence's end)
     batch: int
     length: int
-    _window_masks: dict[int, torch.Tensor]
+    _window_masks: dict[int | None, tuple[torch.Tensor, torch.Tensor | None]]
 
     @classmethod
     def from_positions(
@@ -67,15 +67,20 @@ class PackedBatch:
         """``[B, L, ...]`` -> ``[T, ...]``."""
         return padded.reshape(self.batch * self.length, *padded.shape[2:])[self.flat_index]
 
-    def mask(self, half_window: int | None) -> torch.Tensor:
-        """Boolean attention mask; ``half_window`` limits |query - key| (sliding window)."""
-        if half_window is None or half_window >= self.length:
-            return self.key_mask
+    def mask(self, half_window: int | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Boolean attention mask (``half_window`` limits |query - key|, the sliding window)
+        and the ``[B, 1, L, 1]`` rows that see no key at all (None when there are none)."""
+        if half_window is not None and half_window >= self.length:
+            half_window = None
         cached = self._window_masks.get(half_window)
         if cached is None:
-            idx = torch.arange(self.length, device=self.key_mask.device)
-            band = (idx[:, None] - idx[None, :]).abs() <= half_window
-            cached = self.key_mask & band.view(1, 1, self.length, self.length)
+            mask = self.key_mask
+            if half_window is not None:
+                idx = torch.arange(self.length, device=mask.device)
+                band = (idx[:, None] - idx[None, :]).abs() <= half_window
+                mask = mask & band.view(1, 1, self.length, self.length)
+            blind = ~mask.any(dim=-1, keepdim=True)
+            cached = (mask, blind if bool(blind.any()) else None)
             self._window_masks[half_window] = cached
         return cached
 
