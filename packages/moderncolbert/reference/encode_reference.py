@@ -54,7 +54,12 @@ def encode_pylate(ckpt: str, texts: dict[str, list[str]], bs: int) -> tuple[dict
     result: dict[str, Any] = {}
     for part in PARTS:
         is_query = part == "query"
-        kw = dict(is_query=is_query, batch_size=bs, convert_to_numpy=True, show_progress_bar=False)
+        kw = {
+            "is_query": is_query,
+            "batch_size": bs,
+            "convert_to_numpy": True,
+            "show_progress_bar": False,
+        }
         vecs = model.encode(texts[part], **kw)
         raw = model.encode(texts[part], output_value=None, **kw)
         tokens = []

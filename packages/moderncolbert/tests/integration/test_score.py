@@ -14,7 +14,9 @@ DOCUMENTS = ["MaxSim sums the best match of every query token.", "Croissants eve
 
 
 def token_embed(server, text: str) -> np.ndarray:
-    response = server.post("/pooling", {"model": server.model, "input": text, "task": "token_embed"})
+    response = server.post(
+        "/pooling", {"model": server.model, "input": text, "task": "token_embed"}
+    )
     assert response.status_code == 200, response.text
     return np.asarray(response.json()["data"][0]["data"], dtype=np.float64)
 

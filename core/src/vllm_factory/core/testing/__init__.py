@@ -4,4 +4,5 @@
 - ``refenv``: run a reference library (PyLate, GLiNER, ...) in its own venv to build tiny
   offline checkpoints and write reference outputs to files.
 - ``parity``: compare served outputs with those reference files.
+- ``loadgen``: closed-loop HTTP load against a running server (req/s, latency percentiles).
 """

@@ -96,5 +96,11 @@ def packed_attention(
     """Attention for packed ``[T, H, D]`` q/k/v; returns ``[T, H * D]``."""
     heads, head_dim = q.shape[1], q.shape[2]
     qp, kp, vp = (batch.pad(t).transpose(1, 2) for t in (q, k, v))  # [B, H, L, D]
-    out = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=batch.mask(half_window), scale=scale)
+    mask, blind = batch.mask(half_window)
+    out = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, scale=scale)
+    if blind is not None:
+        # A query that may see no key (an expansion token beyond a sliding window, or
+        # padding) gets a zero output, as torch's CPU SDPA (and so PyLate) gives it;
+        # other backends may return NaN there.
+        out = out.masked_fill(blind, 0.0)
     return batch.unpad(out.transpose(1, 2)).reshape(-1, heads * head_dim)
