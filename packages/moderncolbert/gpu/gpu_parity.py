@@ -335,7 +335,14 @@ def log_facts(text: str) -> dict[str, Any]:
         "fallback",
     )
     keep = [ln.strip()[:400] for ln in text.splitlines() if any(p in ln for p in pats)]
-    return {"lines": keep[:60], "n_lines": len(text.splitlines())}
+    return {
+        "lines": keep[:60],
+        "n_lines": len(text.splitlines()),
+        # vLLM compiles only models marked with @support_torch_compile; without that, and as
+        # pooling models get PIECEWISE graphs only, neither compile nor CUDA graphs apply.
+        "torch_compile_not_supported_warning": "does not support it" in text,
+        "cudagraph_mode_overridden_to_piecewise": "Overriding cudagraph_mode to PIECEWISE" in text,
+    }
 
 
 def parity(args: argparse.Namespace, clock: Clock, logs: list[str]) -> dict[str, Any]:

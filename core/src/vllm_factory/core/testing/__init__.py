@@ -4,5 +4,8 @@
 - ``refenv``: run a reference library (PyLate, GLiNER, ...) in its own venv to build tiny
   offline checkpoints and write reference outputs to files.
 - ``parity``: compare served outputs with those reference files.
-- ``loadgen``: closed-loop HTTP load against a running server (req/s, latency percentiles).
+- ``loadgen``: closed- and open-loop (Poisson) HTTP load against a running server (req/s,
+  tokens/s, latency percentiles).
+- ``bench``: the benchmark runner (plugin vs vLLM native vs reference library; ``python -m
+  vllm_factory.core.testing.bench --plugin NAME``); ``bench_report``: its tables and charts.
 """

@@ -1,9 +1,17 @@
-"""Closed-loop HTTP load generator for throughput and latency measurements.
+"""HTTP load generator for throughput and latency measurements (asyncio + httpx).
 
-``concurrency`` clients each send one request, wait for its answer, then send the next, until
-``warmup + requests`` requests have been sent in total. The first ``warmup`` requests are sent
-the same way but are not measured; the clock for the measured part starts once every warm-up
-request has finished.
+Closed loop (:func:`closed_loop`): ``concurrency`` clients each send one request, wait for its
+answer, then send the next, until ``warmup + requests`` requests have been sent in total. The
+first ``warmup`` requests are sent the same way but are not measured; the clock for the
+measured part starts once every warm-up request has finished.
+
+Open loop (:func:`open_loop`): requests are sent at the instants of a seeded Poisson process
+of a given rate (:func:`poisson_schedule`), whether or not earlier ones have been answered.
+A request's latency runs from its *scheduled* instant, so a server that falls behind shows
+its queueing delay (no coordinated omission).
+
+Both accept ``tokens_of(i)``, the number of model input tokens of request ``i``; the point
+then also reports tokens per second.
 
 The statistics are pure functions (:func:`percentile`, :func:`summarize`) so that they can be
 tested on synthetic timings without a server.
@@ -14,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -23,7 +32,7 @@ import httpx
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Point", "closed_loop", "percentile", "summarize"]
+__all__ = ["Point", "closed_loop", "open_loop", "percentile", "poisson_schedule", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,13 @@ class Point:
     p99_ms: float | None
     mean_ms: float | None
     concurrency: int = 0
+    tokens: int | None = None
+    """Model input tokens of the successful measured requests (``None``: not counted)."""
+    tokens_per_s: float | None = None
+    mode: str = "closed"
+    """``closed`` (fixed number of clients) or ``open`` (Poisson arrivals)."""
+    offered_rate: float | None = None
+    """Open loop only: the Poisson arrival rate in requests per second."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,9 +82,17 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summarize(
-    latencies: Sequence[float], wall_seconds: float, errors: int, *, concurrency: int = 0
+    latencies: Sequence[float],
+    wall_seconds: float,
+    errors: int,
+    *,
+    concurrency: int = 0,
+    tokens: int | None = None,
 ) -> Point:
-    """Build a :class:`Point` from per-request latencies in seconds of successful requests."""
+    """Build a :class:`Point` from per-request latencies in seconds of successful requests.
+
+    ``tokens``: model input tokens of those successful requests, for ``tokens_per_s``.
+    """
     if wall_seconds <= 0:
         raise ValueError(f"wall_seconds must be positive, got {wall_seconds}")
     if errors < 0:
@@ -90,7 +114,33 @@ def summarize(
         p99_ms=p99,
         mean_ms=mean,
         concurrency=concurrency,
+        tokens=tokens,
+        tokens_per_s=None if tokens is None else tokens / wall_seconds,
     )
+
+
+def poisson_schedule(rate: float, count: int, seed: int) -> list[float]:
+    """Send instants (seconds from 0) of ``count`` arrivals of a Poisson process of ``rate``/s.
+
+    Inter-arrival gaps are i.i.d. exponential with mean ``1 / rate``, drawn from a
+    ``random.Random(seed)``; the first arrival is at 0 so that a run starts at once.
+    """
+    if not rate > 0 or math.isinf(rate):
+        raise ValueError(f"rate must be a positive finite number, got {rate}")
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    rng = random.Random(seed)
+    instants: list[float] = []
+    now = 0.0
+    for index in range(count):
+        if index:
+            now += rng.expovariate(rate)
+        instants.append(now)
+    return instants
+
+
+def _count_tokens(tokens_of: Callable[[int], int] | None, ok: Sequence[int]) -> int | None:
+    return None if tokens_of is None else sum(tokens_of(index) for index in ok)
 
 
 async def _run_phase(
@@ -99,9 +149,13 @@ async def _run_phase(
     make_body: Callable[[int], dict],
     concurrency: int,
     indices: range,
-) -> tuple[list[float], int, float, list[str]]:
-    """Send the requests numbered ``indices`` with ``concurrency`` closed-loop workers."""
+) -> tuple[list[float], list[int], float, list[str]]:
+    """Send the requests numbered ``indices`` with ``concurrency`` closed-loop workers.
+
+    Returns latencies and indices of the successful requests, wall seconds, failure notes.
+    """
     latencies: list[float] = []
+    ok: list[int] = []
     failures: list[str] = []
     pending = iter(indices)
 
@@ -118,6 +172,7 @@ async def _run_phase(
             elapsed = time.perf_counter() - started
             if response.is_success:
                 latencies.append(elapsed)
+                ok.append(index)
             else:
                 failures.append(
                     f"request {index}: HTTP {response.status_code}: {response.text[:200]}"
@@ -126,7 +181,7 @@ async def _run_phase(
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(indices)) or 1)))
     wall = time.perf_counter() - started
-    return latencies, len(failures), wall, failures
+    return latencies, ok, wall, failures
 
 
 async def closed_loop(
@@ -138,12 +193,14 @@ async def closed_loop(
     *,
     timeout: float = 600.0,
     transport: httpx.AsyncBaseTransport | None = None,
+    tokens_of: Callable[[int], int] | None = None,
 ) -> Point:
     """Measure ``requests`` POSTs to ``url`` at ``concurrency`` clients after ``warmup`` ones.
 
     ``make_body(i)`` builds the JSON body of request number ``i``; warm-up requests get
     ``0 .. warmup - 1`` and measured ones ``warmup .. warmup + requests - 1``. ``transport``
-    replaces the network (e.g. ``httpx.MockTransport`` in tests).
+    replaces the network (e.g. ``httpx.MockTransport`` in tests). ``tokens_of(i)``: model
+    input tokens of request ``i`` (for tokens per second).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -156,22 +213,109 @@ async def closed_loop(
         timeout=httpx.Timeout(timeout), limits=limits, transport=transport
     ) as client:
         if warmup:
-            _, warm_errors, warm_wall, failures = await _run_phase(
+            _, _, warm_wall, failures = await _run_phase(
                 client, url, make_body, concurrency, range(warmup)
             )
-            logger.info("warm-up: %d requests in %.1f s, %d errors", warmup, warm_wall, warm_errors)
+            logger.info(
+                "warm-up: %d requests in %.1f s, %d errors", warmup, warm_wall, len(failures)
+            )
             for failure in failures[:3]:
                 logger.warning("warm-up failure: %s", failure)
-        latencies, errors, wall, failures = await _run_phase(
+        latencies, ok, wall, failures = await _run_phase(
             client, url, make_body, concurrency, range(warmup, warmup + requests)
         )
     for failure in failures[:3]:
         logger.warning("failure: %s", failure)
-    point = replace(summarize(latencies, wall, errors), concurrency=concurrency)
+    point = summarize(
+        latencies, wall, len(failures), concurrency=concurrency, tokens=_count_tokens(tokens_of, ok)
+    )
     logger.info(
         "concurrency %d: %d ok, %d errors, %.2f req/s, p50 %s ms, p95 %s ms",
         concurrency, point.count, point.errors, point.req_per_s,
         _fmt(point.p50_ms), _fmt(point.p95_ms),
+    )  # fmt: skip
+    return point
+
+
+async def open_loop(
+    url: str,
+    make_body: Callable[[int], dict],
+    rate: float,
+    requests: int,
+    warmup: int,
+    *,
+    seed: int = 0,
+    timeout: float = 600.0,
+    max_connections: int = 256,
+    transport: httpx.AsyncBaseTransport | None = None,
+    tokens_of: Callable[[int], int] | None = None,
+) -> Point:
+    """Measure ``requests`` POSTs sent at Poisson arrivals of ``rate``/s after ``warmup`` ones.
+
+    Warm-up requests (``0 .. warmup - 1``) are sent one after another, unmeasured. The measured
+    ones follow :func:`poisson_schedule` (``seed``); each latency runs from the scheduled
+    instant to the answer. The wall time runs from the first scheduled instant to the last
+    answer, so ``req_per_s`` is the achieved rate (below ``rate`` when the server falls
+    behind). ``concurrency`` of the point is the most requests ever in flight at once.
+    """
+    if requests < 1:
+        raise ValueError(f"requests must be >= 1, got {requests}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    schedule = poisson_schedule(rate, requests, seed)
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=32)
+    latencies: list[float] = []
+    ok: list[int] = []
+    failures: list[str] = []
+    in_flight = 0
+    peak = 0
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout), limits=limits, transport=transport
+    ) as client:
+        if warmup:
+            await _run_phase(client, url, make_body, 1, range(warmup))
+
+        async def send(index: int, due: float) -> None:
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            try:
+                response = await client.post(url, json=make_body(index))
+            except httpx.HTTPError as exc:
+                failures.append(f"request {index}: {type(exc).__name__}: {exc}")
+                return
+            finally:
+                in_flight -= 1
+            if response.is_success:
+                latencies.append(time.perf_counter() - due)
+                ok.append(index)
+            else:
+                failures.append(
+                    f"request {index}: HTTP {response.status_code}: {response.text[:200]}"
+                )
+
+        started = time.perf_counter()
+        tasks = []
+        for offset, instant in enumerate(schedule):
+            due = started + instant
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(send(warmup + offset, due)))
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - started
+    for failure in failures[:3]:
+        logger.warning("failure: %s", failure)
+    point = replace(
+        summarize(
+            latencies, wall, len(failures), concurrency=peak, tokens=_count_tokens(tokens_of, ok)
+        ),
+        mode="open",
+        offered_rate=rate,
+    )
+    logger.info(
+        "open loop %.2f req/s offered: %d ok, %d errors, %.2f req/s achieved, p50 %s ms",
+        rate, point.count, point.errors, point.req_per_s, _fmt(point.p50_ms),
     )  # fmt: skip
     return point
 

