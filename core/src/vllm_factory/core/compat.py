@@ -7,7 +7,6 @@ calls these helpers instead of touching version-specific attributes.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
@@ -25,7 +24,6 @@ __all__ = [
     "PoolingMetadata",
     "PoolingParams",
     "PoolingParamsUpdate",
-    "io_processor_init_kwargs",
     "plugin_pooling_params",
     "prompt_token_ids_cpu",
     "scheduled_token_counts",
@@ -38,15 +36,6 @@ def validation_error(message: str, field: str) -> Exception:
     if _ValidationError is not None:
         return _ValidationError(message, parameter=field)
     return ValueError(f"{field}: {message}")
-
-
-def io_processor_init_kwargs(base_init: Any, vllm_config: Any, renderer: Any) -> dict:
-    """Arguments for ``IOProcessor.__init__``: newer vLLM also passes a renderer."""
-    params = inspect.signature(base_init).parameters
-    kwargs: dict[str, Any] = {"vllm_config": vllm_config}
-    if "renderer" in params:
-        kwargs["renderer"] = renderer
-    return kwargs
 
 
 def plugin_pooling_params(extra_kwargs: dict[str, Any] | None = None) -> PoolingParams:

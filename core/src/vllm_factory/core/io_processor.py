@@ -46,9 +46,7 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
     request_model: ClassVar[type[BaseModel]]
 
     def __init__(self, vllm_config: Any, renderer: Any = None) -> None:
-        super().__init__(
-            **compat.io_processor_init_kwargs(IOProcessor.__init__, vllm_config, renderer)
-        )
+        super().__init__(vllm_config, renderer)  # same signature in vLLM 0.26 - 0.32
         model_config = vllm_config.model_config
         self.checkpoint = CheckpointFiles(
             model_config.model, revision=getattr(model_config, "revision", None)
