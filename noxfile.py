@@ -35,7 +35,7 @@ TEST_DEPS = ["pytest>=8", "httpx", "numpy"]
 BENCH_DEPS = ["matplotlib", "tqdm"]
 # One pytest run per suite: each package's tests keep their own rootdir and helpers.
 UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
-INTEGRATION_TESTS = ["packages/moderncolbert/tests"]
+INTEGRATION_TESTS = ["packages/modernbert/tests", "packages/moderncolbert/tests"]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
 RUFF_ARGS = ["--line-length", "100"]
 

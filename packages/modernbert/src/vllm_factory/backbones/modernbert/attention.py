@@ -2,15 +2,21 @@
 
 vLLM hands an encoder one flat batch of tokens with per-token positions. Whole prompts are
 scheduled at once for encoder-only pooling models (no chunked prefill), so every sequence
-starts where its position is 0. We pad the batch once per forward into ``[B, L]``, build the
-key masks (padding, optional per-sequence masked keys, sliding window) and run
+starts where its position is 0. We group the sequences once per forward, build the key masks
+(optional per-sequence hidden keys, sliding window) and run
 ``scaled_dot_product_attention`` per layer. Owning the mask is what lets a query's expansion
 tokens stay invisible as keys, exactly as PyLate's attention mask makes them.
+
+Two layouts, chosen by device (``attention_batch``):
+- CPU, ``LengthGroups``: sequences of equal length share one SDPA call and nothing is padded;
+  unmasked groups take SDPA's fused kernel. Every FLOP counts on a CPU.
+- GPU, ``PackedBatch``: one padded ``[B, L]`` call per layer; one launch beats many there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -85,15 +91,99 @@ class PackedBatch:
         return cached
 
 
+def _masks(
+    keys: torch.Tensor | None, length: int, half_window: int | None, device: torch.device
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(mask, blind rows) for ``[G, 1, 1, L]`` visible ``keys`` and an optional window."""
+    if half_window is not None and length - 1 <= half_window:
+        half_window = None
+    if keys is None and half_window is None:
+        return None, None  # full attention: SDPA's fused kernel
+    mask = (
+        keys if keys is not None else torch.ones(1, 1, 1, length, dtype=torch.bool, device=device)
+    )
+    if half_window is not None:
+        idx = torch.arange(length, device=device)
+        band = (idx[:, None] - idx[None, :]).abs() <= half_window
+        mask = mask & band.view(1, 1, length, length)
+    blind = ~mask.any(dim=-1, keepdim=True)
+    return mask, (blind if bool(blind.any()) else None)
+
+
+@dataclass
+class _Group:
+    index: torch.Tensor  # [G * L] packed token indices, sequence-major
+    size: int  # G sequences
+    length: int  # L tokens each
+    keys: torch.Tensor | None  # [G, 1, 1, L] visible keys, None when all are visible
+    masks: dict = field(default_factory=dict)
+
+    def mask(self, half_window: int | None):
+        if half_window not in self.masks:
+            self.masks[half_window] = _masks(self.keys, self.length, half_window, self.index.device)
+        return self.masks[half_window]
+
+
+@dataclass
+class LengthGroups:
+    """Sequences grouped by length: each group is one unpadded ``[G, H, L, D]`` SDPA call."""
+
+    groups: list[_Group]
+    total: int
+
+    @classmethod
+    def from_positions(
+        cls, positions: torch.Tensor, hidden_keys: torch.Tensor | None = None
+    ) -> LengthGroups:
+        total = positions.numel()
+        starts = torch.nonzero(positions == 0, as_tuple=False).flatten().tolist()
+        by_length: dict[int, list[int]] = defaultdict(list)
+        for start, end in zip(starts, [*starts[1:], total]):
+            by_length[end - start].append(start)
+        groups = []
+        for length, group_starts in by_length.items():
+            index = torch.tensor(group_starts)[:, None] + torch.arange(length)[None, :]
+            index = index.to(positions.device)
+            keys = None
+            if hidden_keys is not None:
+                hidden = hidden_keys[index]
+                if bool(hidden.any()):
+                    keys = (~hidden).view(len(group_starts), 1, 1, length)
+            groups.append(_Group(index.flatten(), len(group_starts), length, keys))
+        return cls(groups, total)
+
+    def attend(self, q, k, v, scale: float, half_window: int | None) -> torch.Tensor:
+        tokens, heads, head_dim = q.shape
+        out = q.new_empty(tokens, heads * head_dim)
+        for group in self.groups:
+            shape = (group.size, group.length, heads, head_dim)
+            qg, kg, vg = (t[group.index].view(shape).transpose(1, 2) for t in (q, k, v))
+            mask, blind = group.mask(half_window)
+            o = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=mask, scale=scale)
+            if blind is not None:
+                o = o.masked_fill(blind, 0.0)  # see packed_attention
+            out[group.index] = o.transpose(1, 2).reshape(-1, heads * head_dim)
+        return out
+
+
+def attention_batch(positions: torch.Tensor, hidden_keys: torch.Tensor | None = None):
+    """The per-forward attention layout for this device (see the module docstring)."""
+    if positions.is_cuda:
+        return PackedBatch.from_positions(positions, hidden_keys)
+    return LengthGroups.from_positions(positions, hidden_keys)
+
+
 def packed_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    batch: PackedBatch,
+    batch: PackedBatch | LengthGroups,
     scale: float,
     half_window: int | None = None,
 ) -> torch.Tensor:
     """Attention for packed ``[T, H, D]`` q/k/v; returns ``[T, H * D]``."""
+    if isinstance(batch, LengthGroups):
+        return batch.attend(q, k, v, scale, half_window)
     heads, head_dim = q.shape[1], q.shape[2]
     qp, kp, vp = (batch.pad(t).transpose(1, 2) for t in (q, k, v))  # [B, H, L, D]
     mask, blind = batch.mask(half_window)

@@ -18,7 +18,11 @@ from vllm.model_executor.layers.linear import (
 )
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
-from vllm_factory.backbones.modernbert.attention import PackedBatch, packed_attention
+from vllm_factory.backbones.modernbert.attention import (
+    PackedBatch,
+    attention_batch,
+    packed_attention,
+)
 from vllm_factory.kernels import (
     build_rope_cache,
     fused_add_layernorm,
@@ -182,7 +186,7 @@ class ModernBertEncoder(nn.Module):
         positions: torch.Tensor,
         hidden_keys: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        batch = PackedBatch.from_positions(positions, hidden_keys)
+        batch = attention_batch(positions, hidden_keys)
         hidden_states = self.embeddings(input_ids)
         for layer in self.layers:
             rope = self.rope_for(layer.attn.layer_type, hidden_states.device)
