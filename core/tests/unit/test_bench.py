@@ -174,6 +174,7 @@ def test_quick_cpu_preset() -> None:
     assert set(config.lengths) == {"short", "128"}
     assert config.requests_for(1) == 30 and config.requests_for(16) == 32
     assert config.warmup_for(1) == 2 and config.warmup_for(16) == 8
+    assert config.min_batches == 1 and config.rate_fractions == []
 
 
 def test_cuda_preset_is_bf16_512() -> None:

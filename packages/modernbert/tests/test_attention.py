@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from vllm_factory.backbones.modernbert.attention import LengthGroups, PackedBatch, packed_attention
 
 LENGTHS = [5, 32, 32, 17, 40, 1]

@@ -3,10 +3,12 @@
 Contract (see ``vllm_factory.core.testing.bench.run_reference``)::
 
     python pylate_baseline.py --checkpoint DIR --texts texts.json --out raw.json \
-        --device cpu --dtype float32 --warmup 8 --requests 30 --batch-sizes 1,8,32
+        --device cpu --dtype float32 --warmup 8 --requests 30 --batch-sizes 1,8,32 \
+        --min-batches 2
 
 Loads the checkpoint with ``pylate.models.ColBERT``, encodes ``--warmup`` texts unmeasured,
-then for each batch size b encodes ``texts[W : W + max(requests, 2b)]`` (cyclically) as
+then for each batch size b encodes ``texts[W : W + max(requests, min_batches * b)]``
+(cyclically) as
 documents (``is_query=False``) in consecutive chunks of b, one ``model.encode`` call per
 chunk. Batch size 1 is the sequential baseline. A text's latency is its chunk's wall time.
 Writes raw timings only; the runner computes the statistics.
@@ -34,6 +36,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--batch-sizes", default="1,8,32")
+    ap.add_argument("--min-batches", type=int, default=2)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
     if args.threads:
@@ -52,7 +55,7 @@ def main() -> None:
         encode([texts[index % len(texts)]])
     runs = []
     for batch_size in sorted({int(b) for b in args.batch_sizes.split(",")}):
-        count = max(args.requests, 2 * batch_size)
+        count = max(args.requests, args.min_batches * batch_size)
         indices = [(args.warmup + k) % len(texts) for k in range(count)]
         latencies: list[float] = []
         started = time.perf_counter()

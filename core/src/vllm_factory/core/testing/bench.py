@@ -183,8 +183,8 @@ class BenchConfig:
     seed: int = 0
     batch_sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
     reference_requests: int = 32
-    """Texts of the sequential (batch size 1) reference run; the sweep uses at least two
-    batches of each size."""
+    """Texts of each reference run: ``max(reference_requests, min_batches * batch_size)``."""
+    min_batches: int = 2
     rates: list[float] = field(default_factory=list)
     """Open-loop Poisson rates in req/s; empty: ``rate_fractions`` of each server's peak."""
     rate_fractions: list[float] = field(default_factory=lambda: [0.5, 0.9])
@@ -231,12 +231,14 @@ def default_config(plugin: str, device: str, quick: bool) -> BenchConfig:
         return BenchConfig(
             plugin, device, quick, concurrencies=[1, 4, 16], requests=30,
             lengths={SHORT: 1.0, "128": 1.0}, corpus_size=96, batch_sizes=[1, 8, 32],
-            reference_requests=30, rate_fractions=[],
+            reference_requests=30, min_batches=1, rate_fractions=[],
         )  # fmt: skip
     if device == "cpu":
+        # 2048-token texts cost ~8 s each on one core: opt in with --lengths on CPU.
         return BenchConfig(
-            plugin, device, quick, lengths={SHORT: 0.4, "128": 0.3, "512": 0.2, "2048": 0.1}
-        )
+            plugin, device, quick, requests=16, lengths={SHORT: 0.4, "128": 0.3, "512": 0.3},
+            batch_sizes=[1, 4, 16, 64], reference_requests=16,
+        )  # fmt: skip
     # GPU: bf16, 512-token inputs, compiled graphs, enough clients to saturate.
     concurrencies = [1, 4, 16, 64] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
     return BenchConfig(
@@ -441,7 +443,8 @@ def run_reference(
     Script contract: ``SCRIPT --checkpoint DIR --texts JSON --out JSON --device D --dtype T
     --warmup W --requests N --batch-sizes B1,B2 [--threads K]``. It encodes
     ``texts[W:W+N]`` one at a time (batch size 1), then for each batch size ``b`` the texts
-    ``texts[W:W+max(N, 2b)]`` (cyclically) in consecutive chunks of ``b``, and writes
+    ``texts[W:W+max(N, M*b)]`` (cyclically; ``--min-batches M``) in consecutive chunks of
+    ``b``, and writes
     ``{"versions": {...}, "settings": {...}, "runs": [{"batch_size", "indices",
     "latencies_s", "wall_seconds"}]}``; a request's latency is the time of its chunk.
     """
@@ -456,6 +459,7 @@ def run_reference(
         "--device", config.device, "--dtype", config.dtype, "--warmup", str(warmup),
         "--requests", str(config.reference_requests),
         "--batch-sizes", ",".join(map(str, config.batch_sizes)),
+        "--min-batches", str(config.min_batches),
     ]  # fmt: skip
     if config.ref_threads:
         args += ["--threads", str(config.ref_threads)]

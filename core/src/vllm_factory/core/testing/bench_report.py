@@ -201,10 +201,13 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
         ax.plot(xs, ys, style, marker="o", color=color, label=server.get("label", name))
     ref = report.get("reference")
     if ref:
+        best_is_bs1 = ref["best"]["batch_size"] == 1
         ax.axhline(ref["bs1"]["req_per_s"], color="tab:gray", linestyle=":",
-                   label=f"{ref['library']} batch size 1")  # fmt: skip
-        ax.axhline(ref["best"]["req_per_s"], color="tab:green", linestyle="-.",
-                   label=f"{ref['library']} best batch ({ref['best']['batch_size']})")  # fmt: skip
+                   label=f"{ref['library']} batch size 1"
+                   + (" (= best batch size)" if best_is_bs1 else ""))  # fmt: skip
+        if not best_is_bs1:
+            ax.axhline(ref["best"]["req_per_s"], color="tab:green", linestyle="-.",
+                       label=f"{ref['library']} best batch ({ref['best']['batch_size']})")  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_xlabel("concurrent clients (closed loop)")
     ax.set_ylabel("requests / s")
