@@ -28,7 +28,6 @@ class PackedBatch:
 
     flat_index: torch.Tensor  # [T] position of each packed token in the flattened [B*L]
     key_mask: torch.Tensor  # [B, 1, 1, L] True where a key may be attended
-    positions_padded: torch.Tensor  # [B, L] token positions (0 beyond a sequence's end)
     batch: int
     length: int
     _window_masks: dict[int | None, tuple[torch.Tensor, torch.Tensor | None]]
@@ -52,12 +51,9 @@ class PackedBatch:
         if hidden_keys is not None:
             visible = ~hidden_keys
         valid[flat_index] = visible
-        positions_padded = torch.zeros(batch * length, dtype=torch.long, device=device)
-        positions_padded[flat_index] = positions.long()
         return cls(
             flat_index=flat_index,
             key_mask=valid.view(batch, 1, 1, length),
-            positions_padded=positions_padded.view(batch, length),
             batch=batch,
             length=length,
             _window_masks={},

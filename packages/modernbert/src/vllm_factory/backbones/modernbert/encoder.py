@@ -19,6 +19,7 @@ from vllm.model_executor.layers.linear import (
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm_factory.backbones.modernbert.attention import (
+    LengthGroups,
     PackedBatch,
     attention_batch,
     packed_attention,
@@ -105,7 +106,7 @@ class Attention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         positions: torch.Tensor,
-        batch: PackedBatch,
+        batch: PackedBatch | LengthGroups,
         rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
         qkv, _ = self.Wqkv(hidden_states)
