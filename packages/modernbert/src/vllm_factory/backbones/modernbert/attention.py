@@ -8,18 +8,18 @@ starts where its position is 0. We group the sequences once per forward, build t
 tokens stay invisible as keys, exactly as PyLate's attention mask makes them.
 
 Two layouts, chosen by device (``attention_batch``):
-- CPU, ``LengthGroups``: sequences of equal length share one SDPA call and nothing is padded;
-  unmasked groups take SDPA's fused kernel. Every FLOP counts on a CPU.
+- CPU, ``LengthGroups``: vLLM's C++ CPU attention kernel for sequences whose keys are all
+  visible; SDPA on unpadded views for the others. Every FLOP counts on a CPU.
 - GPU, ``PackedBatch``: one padded ``[B, L]`` call per layer; one launch beats many there.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from vllm_factory.backbones.modernbert.cpu_kernel import KernelBatch, kernel_supports
 
 
 @dataclass
@@ -107,66 +107,105 @@ def _masks(
 
 
 @dataclass
-class _Group:
-    index: torch.Tensor  # [G * L] packed token indices, sequence-major
-    size: int  # G sequences
-    length: int  # L tokens each
-    keys: torch.Tensor | None  # [G, 1, 1, L] visible keys, None when all are visible
+class _Run:
+    """Consecutive sequences of one length: a view ``[start, start + size * length)``."""
+
+    start: int
+    size: int  # sequences
+    length: int  # tokens each
+    device: torch.device
+    keys: torch.Tensor | None = None  # [size, 1, 1, length] visible keys; None: all visible
     masks: dict = field(default_factory=dict)
 
     def mask(self, half_window: int | None):
         if half_window not in self.masks:
-            self.masks[half_window] = _masks(self.keys, self.length, half_window, self.index.device)
+            self.masks[half_window] = _masks(self.keys, self.length, half_window, self.device)
         return self.masks[half_window]
 
 
 @dataclass
 class LengthGroups:
-    """Sequences grouped by length: each group is one unpadded ``[G, H, L, D]`` SDPA call."""
+    """CPU layout. Sequences whose keys are all visible go through vLLM's C++ CPU attention
+    kernel in one call per layer (``cpu_kernel``) when the installed vLLM has it. The rest
+    (sequences with hidden keys, or everything without the kernel) go by runs of adjacent
+    equal-length sequences: one unpadded ``[G, H, L, D]`` SDPA call per run on a view of the
+    packed batch. Queries, all expanded to one length and usually scheduled together, share
+    a call."""
 
-    groups: list[_Group]
+    runs: list[_Run]  # the runs attended with SDPA
     total: int
+    kernel: KernelBatch | None = None  # the sequences attended by vLLM's kernel
+    kernel_index: torch.Tensor | None = None  # their tokens, when not all tokens are theirs
 
     @classmethod
     def from_positions(
-        cls, positions: torch.Tensor, hidden_keys: torch.Tensor | None = None
+        cls,
+        positions: torch.Tensor,
+        hidden_keys: torch.Tensor | None = None,
+        head_dim: int | None = None,
     ) -> LengthGroups:
+        """``head_dim`` (when given and supported) enables vLLM's CPU kernel."""
         total = positions.numel()
         starts = torch.nonzero(positions == 0, as_tuple=False).flatten().tolist()
-        by_length: dict[int, list[int]] = defaultdict(list)
+        runs: list[_Run] = []
         for start, end in zip(starts, [*starts[1:], total]):
-            by_length[end - start].append(start)
-        groups = []
-        for length, group_starts in by_length.items():
-            index = torch.tensor(group_starts)[:, None] + torch.arange(length)[None, :]
-            index = index.to(positions.device)
-            keys = None
-            if hidden_keys is not None:
-                hidden = hidden_keys[index]
+            length = end - start
+            last = runs[-1] if runs else None
+            if last is not None and last.length == length:
+                last.size += 1
+            else:
+                runs.append(_Run(start, 1, length, positions.device))
+        if hidden_keys is not None:
+            for run in runs:
+                hidden = hidden_keys[run.start : run.start + run.size * run.length]
                 if bool(hidden.any()):
-                    keys = (~hidden).view(len(group_starts), 1, 1, length)
-            groups.append(_Group(index.flatten(), len(group_starts), length, keys))
-        return cls(groups, total)
+                    run.keys = (~hidden).view(run.size, 1, 1, run.length)
+        if head_dim is None or not kernel_supports(head_dim):
+            return cls(runs, total)
+        plain = [run for run in runs if run.keys is None]
+        if not plain:
+            return cls(runs, total)
+        kernel = KernelBatch.from_lengths(
+            [run.length for run in plain for _ in range(run.size)], positions.device
+        )
+        index = None
+        if len(plain) < len(runs):
+            index = torch.cat(
+                [torch.arange(r.start, r.start + r.size * r.length) for r in plain]
+            ).to(positions.device)
+        masked = [run for run in runs if run.keys is not None]
+        return cls(masked, total, kernel, index)
 
     def attend(self, q, k, v, scale: float, half_window: int | None) -> torch.Tensor:
         tokens, heads, head_dim = q.shape
         out = q.new_empty(tokens, heads * head_dim)
-        for group in self.groups:
-            shape = (group.size, group.length, heads, head_dim)
-            qg, kg, vg = (t[group.index].view(shape).transpose(1, 2) for t in (q, k, v))
-            mask, blind = group.mask(half_window)
-            o = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=mask, scale=scale)
+        if self.kernel is not None:
+            if self.kernel_index is None:
+                self.kernel.attend(q, k, v, out.view(tokens, heads, head_dim), scale, half_window)
+            else:
+                index = self.kernel_index
+                part = q.new_empty(index.numel(), heads, head_dim)
+                self.kernel.attend(q[index], k[index], v[index], part, scale, half_window)
+                out.view(tokens, heads, head_dim).index_copy_(0, index, part)
+        for run in self.runs:
+            span = slice(run.start, run.start + run.size * run.length)
+            shape = (run.size, run.length, heads, head_dim)
+            qr, kr, vr = (t[span].view(shape).transpose(1, 2) for t in (q, k, v))
+            mask, blind = run.mask(half_window)
+            o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, scale=scale)
             if blind is not None:
                 o = o.masked_fill(blind, 0.0)  # see packed_attention
-            out[group.index] = o.transpose(1, 2).reshape(-1, heads * head_dim)
+            out[span].view(shape).copy_(o.transpose(1, 2))
         return out
 
 
-def attention_batch(positions: torch.Tensor, hidden_keys: torch.Tensor | None = None):
+def attention_batch(
+    positions: torch.Tensor, hidden_keys: torch.Tensor | None = None, head_dim: int | None = None
+) -> PackedBatch | LengthGroups:
     """The per-forward attention layout for this device (see the module docstring)."""
     if positions.is_cuda:
         return PackedBatch.from_positions(positions, hidden_keys)
-    return LengthGroups.from_positions(positions, hidden_keys)
+    return LengthGroups.from_positions(positions, hidden_keys, head_dim)
 
 
 def packed_attention(

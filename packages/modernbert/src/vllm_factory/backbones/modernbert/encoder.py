@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import torch
 from torch import nn
+from vllm import _custom_ops as vllm_ops
 from vllm.model_executor.layers.linear import (
     MergedColumnParallelLinear,
     QKVParallelLinear,
@@ -33,6 +34,8 @@ from vllm_factory.kernels import (
 )
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
+
+RopeCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # cos, sin, cat(cos, sin)
 
 
 def layer_types(config) -> list[str]:
@@ -107,13 +110,22 @@ class Attention(nn.Module):
         hidden_states: torch.Tensor,
         positions: torch.Tensor,
         batch: PackedBatch | LengthGroups,
-        rope: tuple[torch.Tensor, torch.Tensor],
+        rope: RopeCache,
     ) -> torch.Tensor:
         qkv, _ = self.Wqkv(hidden_states)
         tokens = qkv.shape[0]
         heads = qkv.shape[1] // (3 * self.head_dim)  # this rank's heads under TP
-        q, k, v = qkv.view(tokens, 3, heads, self.head_dim).unbind(1)
-        q, k = fused_rope(q, k, positions, *rope)
+        cos, sin, cos_sin = rope
+        if qkv.is_cuda:
+            q, k, v = qkv.view(tokens, 3, heads, self.head_dim).unbind(1)
+            q, k = fused_rope(q, k, positions, cos, sin)
+        else:
+            # On CPU vLLM's C++ rotary op (in place, on views of qkv) beats the PyTorch
+            # fallback several times over; same rotate-half math, same fp32 angles.
+            width = heads * self.head_dim
+            q_flat, k_flat = qkv[:, :width], qkv[:, width : 2 * width]
+            vllm_ops.rotary_embedding(positions, q_flat, k_flat, self.head_dim, cos_sin, True)
+            q, k, v = qkv.view(tokens, 3, heads, self.head_dim).unbind(1)
         out = packed_attention(q, k, v, batch, self.scale, self.half_window)
         return self.Wo(out)[0]
 
@@ -168,13 +180,14 @@ class ModernBertEncoder(nn.Module):
         self._rope_spec = {
             t: (config.max_position_embeddings, head_dim, rope_theta(config, t)) for t in set(types)
         }
-        self._rope: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._rope: dict[str, RopeCache] = {}
 
-    def rope_for(self, layer_type: str, device: torch.device):
+    def rope_for(self, layer_type: str, device: torch.device) -> RopeCache:
         cache = self._rope.get(layer_type)
         if cache is None or cache[0].device != device:
             positions, head_dim, theta = self._rope_spec[layer_type]
-            cache = build_rope_cache(positions, head_dim, theta, device=device)
+            cos, sin = build_rope_cache(positions, head_dim, theta, device=device)
+            cache = (cos, sin, torch.cat((cos, sin), dim=-1).contiguous())
             self._rope[layer_type] = cache
         return cache
 
@@ -187,7 +200,8 @@ class ModernBertEncoder(nn.Module):
         positions: torch.Tensor,
         hidden_keys: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        batch = attention_batch(positions, hidden_keys)
+        head_dim = self.config.hidden_size // self.config.num_attention_heads
+        batch = attention_batch(positions, hidden_keys, head_dim)
         hidden_states = self.embeddings(input_ids)
         for layer in self.layers:
             rope = self.rope_for(layer.attn.layer_type, hidden_states.device)
