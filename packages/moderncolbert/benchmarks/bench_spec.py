@@ -10,7 +10,9 @@
 - Requests: documents only (``is_query: false``), one text per ``POST /pooling``.
   Plugin: ``{"data": {"text": T, "is_query": false}}`` (PyLate tokenization: ``[CLS] [D] T
   [SEP]``). Native ``ColBERTModernBertModel``: ``{"input": T, "task": "token_embed"}``
-  (``[CLS] T [SEP]``: one token fewer). Token counts in the results are PyLate's.
+  (``[CLS] T [SEP]``: one token fewer). Token counts in the results are PyLate's. With
+  ``--encoding base64`` both ask for base64 float32 vectors (the plugin through
+  ``data.encoding_format``, native through vLLM's top-level ``encoding_format``).
 - Reference: ``pylate_baseline.py`` in the PyLate 1.6 venv.
 
 FLOPs per sequence of n tokens (matmul FLOPs only, 2 per multiply-add; embeddings are
@@ -27,6 +29,7 @@ For the bench model at n = 512 that is about 239 MFLOP per token.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -53,15 +56,32 @@ def _reference_module():
 
 
 def _check_plugin(answer: dict) -> None:
-    embeddings = answer["data"][0]["embeddings"]
-    if not embeddings or len(embeddings[0]) < 2:
+    item = answer["data"][0]
+    embeddings = item["embeddings"]
+    if isinstance(embeddings, str):  # base64 float32 [num_tokens, dim]
+        ok = len(base64.b64decode(embeddings)) == 4 * item["num_tokens"] * item["dim"]
+    else:
+        ok = bool(embeddings) and len(embeddings[0]) >= 2
+    if not ok:
         raise ValueError(f"plugin: expected one vector per token, got {str(answer)[:300]}")
 
 
 def _check_native(answer: dict) -> None:
     vectors = answer["data"][0]["data"]
-    if not vectors or not isinstance(vectors[0], list):
+    ok = isinstance(vectors, str) or (bool(vectors) and isinstance(vectors[0], list))
+    if not ok:
         raise ValueError(f"native: expected one vector per token, got {str(answer)[:300]}")
+
+
+def _native_body(model: str, text: str, encoding: str) -> dict:
+    return {"model": model, "input": text, "task": "token_embed", "encoding_format": encoding}
+
+
+def _plugin_body(model: str, text: str, encoding: str) -> dict:
+    data = {"text": text, "is_query": False}
+    if encoding != "float":
+        data["encoding_format"] = encoding
+    return {"model": model, "data": data}
 
 
 class ModernColBERTSpec(PluginSpec):
@@ -123,11 +143,7 @@ class ModernColBERTSpec(PluginSpec):
                 label="vLLM native ColBERTModernBertModel",
                 io_processor_plugin=None,
                 hf_overrides={"architectures": ["ColBERTModernBertModel"]},
-                make_body=lambda model, text: {
-                    "model": model,
-                    "input": text,
-                    "task": "token_embed",
-                },
+                make_body=_native_body,
                 check=_check_native,
             ),
             ServerSpec(
@@ -135,10 +151,7 @@ class ModernColBERTSpec(PluginSpec):
                 label="plugin moderncolbert_io",
                 io_processor_plugin="moderncolbert_io",
                 hf_overrides={"architectures": ["ModernColBERTForRetrieval"]},
-                make_body=lambda model, text: {
-                    "model": model,
-                    "data": {"text": text, "is_query": False},
-                },
+                make_body=_plugin_body,
                 check=_check_plugin,
             ),
         ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,18 @@ def test_batch_equals_one_request_per_text(encode, corpus):
     for text, together in zip(documents, batched):
         (alone,) = encode(text, is_query=False)
         np.testing.assert_allclose(alone, together, atol=1e-5)
+
+
+@pytest.mark.parametrize("is_query", [True, False])
+def test_base64_encoding_decodes_to_the_float_vectors(server, encode, corpus, is_query):
+    texts = corpus["queries" if is_query else "documents"][:4]
+    floats = encode(texts, is_query=is_query)
+    response = server.pooling({"text": texts, "is_query": is_query, "encoding_format": "base64"})
+    assert response.status_code == 200, response.text
+    for item, expected in zip(response.json()["data"], floats):
+        raw = base64.b64decode(item["embeddings"])
+        vectors = np.frombuffer(raw, dtype="<f4").reshape(item["num_tokens"], item["dim"])
+        np.testing.assert_array_equal(vectors, expected)
 
 
 def test_single_text_gives_one_result(encode):
@@ -39,6 +53,7 @@ BAD_REQUESTS = [
     ({"text": "x", "is_query": "yes"}, "data.is_query"),
     ({"text": "x", "is_query": 1}, "data.is_query"),
     ({"text": "x", "unknown": 1}, "data.unknown"),
+    ({"text": "x", "encoding_format": "bytes"}, "data.encoding_format"),
     ({"text": ["x"] * 1025}, "data.text"),
     ({"text": "x" * 1_000_001}, "data.text"),
     ("just a string", "data"),

@@ -36,3 +36,25 @@ def test_bench_model_is_about_two_flops_per_parameter() -> None:
     }  # fmt: skip
     per_token = bench_spec.flops_per_sequence(shape, 512) / 512
     assert per_token == pytest.approx(238.9e6, rel=1e-3)
+
+
+@pytest.mark.parametrize("encoding", ["float", "base64"])
+def test_bodies_ask_both_servers_for_the_same_encoding(encoding: str) -> None:
+    native, plugin = bench_spec.SPEC.servers(Path("ckpt"))
+    assert native.make_body("m", "t", encoding)["encoding_format"] == encoding
+    data = plugin.make_body("m", "t", encoding)["data"]
+    assert data["text"] == "t" and data["is_query"] is False
+    assert data.get("encoding_format", "float") == encoding
+
+
+def test_checks_accept_both_encodings_and_reject_empty_answers() -> None:
+    import base64
+
+    packed = base64.b64encode(bytes(4 * 2 * 3)).decode()
+    bench_spec._check_plugin({"data": [{"embeddings": packed, "num_tokens": 2, "dim": 3}]})
+    bench_spec._check_plugin({"data": [{"embeddings": [[0.1, 0.2]], "num_tokens": 1}]})
+    bench_spec._check_native({"data": [{"data": packed}]})
+    with pytest.raises(ValueError):
+        bench_spec._check_plugin({"data": [{"embeddings": packed, "num_tokens": 3, "dim": 3}]})
+    with pytest.raises(ValueError):
+        bench_spec._check_native({"data": [{"data": []}]})

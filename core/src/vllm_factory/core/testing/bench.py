@@ -84,8 +84,9 @@ class ServerSpec:
     """Human label for tables and charts."""
     io_processor_plugin: str | None
     hf_overrides: dict[str, Any] | None
-    make_body: Callable[[str, str], dict]
-    """``(model, text) -> JSON body`` of ``POST /pooling`` for one text."""
+    make_body: Callable[[str, str, str], dict]
+    """``(model, text, encoding) -> JSON body`` of ``POST /pooling`` for one text; ``encoding``
+    is ``"float"`` (JSON number lists) or ``"base64"`` (packed float32), as the server offers."""
     check: Callable[[dict], None]
     """Raises if a response JSON does not have the expected shape."""
     extra_args: Sequence[str] = ()
@@ -191,6 +192,7 @@ class BenchConfig:
     enforce_eager: bool = True
     only: list[str] = field(default_factory=list)
     skip_reference: bool = False
+    encoding: str = "float"
     server_args: list[str] = field(default_factory=list)
     ref_python: str | None = None
     ref_threads: int | None = None
@@ -519,7 +521,7 @@ def run_server(
     model = str(checkpoint)
 
     def make_body(i: int) -> dict:
-        return spec.make_body(model, corpus.texts[i % n])
+        return spec.make_body(model, corpus.texts[i % n], config.encoding)
 
     def tokens_of(i: int) -> int:
         return corpus.tokens[i % n]
@@ -643,6 +645,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument("--machine", help="results folder name (default: derived, e.g. cpu-2core)")
     ap.add_argument("--out-dir", type=Path, help="results root (default: the spec's results/)")
     ap.add_argument("--tag", help="file name stem (default: <plugin>-<mode>)")
+    ap.add_argument(
+        "--encoding", choices=["float", "base64"], default="float",
+        help="response vectors as JSON floats or base64 float32 (plugin and native alike)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     config = default_config(args.plugin or (args.spec and args.spec.stem) or "", args.device,
                             args.quick)  # fmt: skip
@@ -661,6 +667,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         config.rates, config.rate_fractions = [], []
     config.only = args.only
     config.skip_reference = args.skip_reference
+    config.encoding = args.encoding
     config.server_args = args.server_arg
     config.ref_python = args.ref_python
     config.ref_threads = args.ref_threads

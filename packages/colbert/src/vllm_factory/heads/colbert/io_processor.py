@@ -2,7 +2,9 @@
 
 Request ``data``: ``{"text": str | [str, ...], "is_query": bool = false}``.
 Response ``data``: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text,
-in input order; vectors are L2-normalised.
+in input order; vectors are L2-normalised. With ``"encoding_format": "base64"`` in ``data``,
+``embeddings`` is instead the base64 of the ``[num_tokens, dim]`` little-endian float32
+matrix (row-major) and ``dim`` is added.
 
 Queries: ``[CLS] [Q] tokens [SEP]`` padded with the mask token to ``query_length`` (query
 expansion); every token is returned. Documents: ``[CLS] [D] tokens [SEP]`` truncated to
@@ -12,6 +14,7 @@ still take part in attention), as PyLate does.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,5 +78,16 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
             if not request.is_query:
                 keep = [t not in self.skiplist_ids for t in output.prompt_token_ids]
                 vectors = vectors[torch.tensor(keep, dtype=torch.bool, device=vectors.device)]
-            results.append({"embeddings": vectors.float().tolist(), "num_tokens": len(vectors)})
+            results.append(self._encode_vectors(vectors.float(), request.encoding_format))
         return results
+
+    @staticmethod
+    def _encode_vectors(vectors: torch.Tensor, encoding_format: str) -> dict:
+        if encoding_format == "base64":
+            raw = vectors.cpu().contiguous().numpy().astype("<f4", copy=False).tobytes()
+            return {
+                "embeddings": base64.b64encode(raw).decode("ascii"),
+                "num_tokens": len(vectors),
+                "dim": vectors.shape[1],
+            }
+        return {"embeddings": vectors.tolist(), "num_tokens": len(vectors)}
