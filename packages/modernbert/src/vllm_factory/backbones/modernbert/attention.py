@@ -7,10 +7,12 @@ starts where its position is 0. We group the sequences once per forward, build t
 ``scaled_dot_product_attention`` per layer. Owning the mask is what lets a query's expansion
 tokens stay invisible as keys, exactly as PyLate's attention mask makes them.
 
-Two layouts, chosen by device (``attention_batch``):
+The layouts, chosen per forward (``attention_batch``):
 - CPU, ``LengthGroups``: vLLM's C++ CPU attention kernel for sequences whose keys are all
   visible; SDPA on unpadded views for the others. Every FLOP counts on a CPU.
-- GPU, ``PackedBatch``: one padded ``[B, L]`` call per layer; one launch beats many there.
+- GPU, ``VarlenBatch`` (``cuda_kernel``): vLLM's FlashAttention over the unpadded batch, with
+  the sliding window done by the kernel, when no key is hidden and the dtype is fp16 / bf16.
+- GPU otherwise, ``PackedBatch``: one padded ``[B, L]`` SDPA call per layer with a key mask.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from vllm_factory.backbones.modernbert.cpu_kernel import KernelBatch, kernel_supports
+from vllm_factory.backbones.modernbert.cuda_kernel import VarlenBatch, flash_supports
 
 
 @dataclass
@@ -200,24 +203,30 @@ class LengthGroups:
 
 
 def attention_batch(
-    positions: torch.Tensor, hidden_keys: torch.Tensor | None = None, head_dim: int | None = None
-) -> PackedBatch | LengthGroups:
+    positions: torch.Tensor,
+    hidden_keys: torch.Tensor | None = None,
+    head_dim: int | None = None,
+    dtype: torch.dtype | None = None,
+) -> PackedBatch | LengthGroups | VarlenBatch:
     """The per-forward attention layout for this device (see the module docstring)."""
-    if positions.is_cuda:
-        return PackedBatch.from_positions(positions, hidden_keys)
-    return LengthGroups.from_positions(positions, hidden_keys, head_dim)
+    if not positions.is_cuda:
+        return LengthGroups.from_positions(positions, hidden_keys, head_dim)
+    plain = hidden_keys is None or not bool(hidden_keys.any())
+    if plain and head_dim is not None and dtype is not None and flash_supports(dtype, head_dim):
+        return VarlenBatch.from_positions(positions)
+    return PackedBatch.from_positions(positions, hidden_keys)
 
 
 def packed_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    batch: PackedBatch | LengthGroups,
+    batch: PackedBatch | LengthGroups | VarlenBatch,
     scale: float,
     half_window: int | None = None,
 ) -> torch.Tensor:
     """Attention for packed ``[T, H, D]`` q/k/v; returns ``[T, H * D]``."""
-    if isinstance(batch, LengthGroups):
+    if isinstance(batch, LengthGroups | VarlenBatch):
         return batch.attend(q, k, v, scale, half_window)
     heads, head_dim = q.shape[1], q.shape[2]
     qp, kp, vp = (batch.pad(t).transpose(1, 2) for t in (q, k, v))  # [B, H, L, D]

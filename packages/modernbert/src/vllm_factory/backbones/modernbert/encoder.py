@@ -22,6 +22,7 @@ from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm_factory.backbones.modernbert.attention import (
     LengthGroups,
     PackedBatch,
+    VarlenBatch,
     attention_batch,
     packed_attention,
 )
@@ -109,7 +110,7 @@ class Attention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         positions: torch.Tensor,
-        batch: PackedBatch | LengthGroups,
+        batch: PackedBatch | LengthGroups | VarlenBatch,
         rope: RopeCache,
     ) -> torch.Tensor:
         qkv, _ = self.Wqkv(hidden_states)
@@ -201,8 +202,8 @@ class ModernBertEncoder(nn.Module):
         hidden_keys: torch.Tensor | None = None,
     ) -> torch.Tensor:
         head_dim = self.config.hidden_size // self.config.num_attention_heads
-        batch = attention_batch(positions, hidden_keys, head_dim)
         hidden_states = self.embeddings(input_ids)
+        batch = attention_batch(positions, hidden_keys, head_dim, hidden_states.dtype)
         for layer in self.layers:
             rope = self.rope_for(layer.attn.layer_type, hidden_states.device)
             hidden_states = layer(hidden_states, positions, batch, rope)
