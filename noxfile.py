@@ -7,7 +7,10 @@ never enter these venvs: the test fixtures create their own venvs under ``.artif
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -37,6 +40,11 @@ BENCH_DEPS = ["matplotlib", "tqdm"]
 UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
 INTEGRATION_TESTS = ["packages/modernbert/tests", "packages/moderncolbert/tests"]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
+# Reference venvs each package's tests and benchmarks use: (folder of the module, module,
+# functions returning a ``ReferenceEnv``). Built in the background while nox installs vLLM.
+REFERENCE_ENVS = [
+    ("packages/moderncolbert/reference", "moderncolbert_reference", ["pylate_env", "st_env"]),
+]
 RUFF_ARGS = ["--line-length", "100"]
 
 nox.options.default_venv_backend = "venv"
@@ -56,9 +64,50 @@ def install_packages(session: nox.Session) -> None:
 
 
 def serving_env(session: nox.Session, vllm: str) -> None:
+    prefetch = start_reference_prefetch(session)
     install_vllm(session, vllm)
     install_packages(session)
     session.install(*TEST_DEPS)
+    finish_reference_prefetch(session, prefetch)
+
+
+_PREFETCH = """
+import importlib, logging
+from concurrent.futures import ThreadPoolExecutor
+logging.basicConfig(level=logging.INFO, format="prefetch: %(message)s")
+envs = [getattr(importlib.import_module(module), function)()
+        for module, functions in {envs!r} for function in functions]
+with ThreadPoolExecutor(len(envs)) as pool:  # different venvs: pip runs side by side
+    for done in [pool.submit(env.ensure) for env in envs]:
+        done.result()
+"""
+
+
+def start_reference_prefetch(session: nox.Session) -> subprocess.Popen | None:
+    """Create the reference venvs (pip-bound, minutes when cold) in a background process
+    while the session installs vLLM. Cached venvs make it a no-op. The reference modules are
+    stdlib-only, and importing ``vllm_factory.core`` needs no torch, so this Python suffices."""
+    paths = [str(ROOT / "core" / "src"), *(str(ROOT / folder) for folder, _, _ in REFERENCE_ENVS)]
+    envs = [(module, functions) for _, module, functions in REFERENCE_ENVS]
+    log = open(Path(session.create_tmp()) / "reference-prefetch.log", "w")  # noqa: SIM115
+    session.log(f"building reference venvs in the background (log: {log.name})")
+    return subprocess.Popen(
+        [sys.executable, "-c", _PREFETCH.format(envs=envs)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ":".join(paths)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def finish_reference_prefetch(session: nox.Session, process: subprocess.Popen | None) -> None:
+    """Wait for the prefetch: tests must not start building the same venv beside it."""
+    if process is None:
+        return
+    code = process.wait()
+    log = Path(session.create_tmp()) / "reference-prefetch.log"
+    if code:  # the tests build what is missing themselves; show why it failed
+        session.warn(f"reference prefetch failed (exit {code}):\n{log.read_text()[-3000:]}")
 
 
 def run_suites(session: nox.Session, suites: list[str], *args: str) -> None:
