@@ -183,12 +183,14 @@ class ModernBertEncoder(nn.Module):
         }
         self._rope: dict[str, RopeCache] = {}
 
-    def rope_for(self, layer_type: str, device: torch.device) -> RopeCache:
+    def rope_for(self, layer_type: str, device: torch.device, dtype: torch.dtype) -> RopeCache:
+        """fp32 cos / sin for our kernels; cat(cos, sin) in the model dtype for vLLM's CPU
+        rotary op, which requires the cache dtype to equal the query dtype."""
         cache = self._rope.get(layer_type)
-        if cache is None or cache[0].device != device:
+        if cache is None or cache[0].device != device or cache[2].dtype != dtype:
             positions, head_dim, theta = self._rope_spec[layer_type]
             cos, sin = build_rope_cache(positions, head_dim, theta, device=device)
-            cache = (cos, sin, torch.cat((cos, sin), dim=-1).contiguous())
+            cache = (cos, sin, torch.cat((cos, sin), dim=-1).to(dtype).contiguous())
             self._rope[layer_type] = cache
         return cache
 
@@ -205,7 +207,7 @@ class ModernBertEncoder(nn.Module):
         hidden_states = self.embeddings(input_ids)
         batch = attention_batch(positions, hidden_keys, head_dim, hidden_states.dtype)
         for layer in self.layers:
-            rope = self.rope_for(layer.attn.layer_type, hidden_states.device)
+            rope = self.rope_for(layer.attn.layer_type, hidden_states.device, hidden_states.dtype)
             hidden_states = layer(hidden_states, positions, batch, rope)
         return self.final_norm(hidden_states)
 
