@@ -27,7 +27,10 @@ def test_base64_encoding_decodes_to_the_float_vectors(server, encode, corpus, is
     for item, expected in zip(response.json()["data"], floats):
         raw = base64.b64decode(item["embeddings"])
         vectors = np.frombuffer(raw, dtype="<f4").reshape(item["num_tokens"], item["dim"])
-        np.testing.assert_array_equal(vectors, expected)
+        assert vectors.shape == expected.shape
+        # Two requests are two forwards: vLLM may batch them differently, and the CPU
+        # attention kernel's summation order follows the batch (seen: 1.5e-7 apart).
+        np.testing.assert_allclose(vectors, expected, rtol=0, atol=1e-6)
 
 
 def test_single_text_gives_one_result(encode):
