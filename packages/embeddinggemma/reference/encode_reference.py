@@ -67,7 +67,7 @@ def main() -> None:
     texts = [x["text"] for x in corpus["texts"]]
     model = SentenceTransformer(str(args.checkpoint), device="cpu")
     config = json.loads((args.checkpoint / "config.json").read_text())
-    full = model.get_sentence_embedding_dimension()
+    full = model.get_embedding_dimension()
     dims = [d for d in config.get("matryoshka_dimensions", []) if d != full]
 
     arrays: dict[str, np.ndarray] = {"ids": np.array(ids)}

