@@ -2,7 +2,7 @@
 
 Runs in the sentence-transformers reference venv (no hub access needed):
 
-    python build_checkpoint.py --out DIR [--seed 0] [--corpus corpus.json]
+    python build_checkpoint.py --out DIR [--seed 0] [--corpus corpus.json] [--size test|bench]
 
 Steps: train a BPE tokenizer (Gemma-like specials, <bos> ... <eos>) on the corpus plus stdlib
 docstrings; build a random bidirectional ``Gemma3TextModel`` with transformers' own classes;
@@ -36,7 +36,7 @@ HELD_OUT = str.maketrans("", "", "\u2603\U0001d11e")  # kept out of training: ex
 # head_dim 32 (vLLM's CPU attention only takes 32/64 in tiny models, which matters for the
 # native comparison). GQA (4 query heads, 2 KV heads) and a short sliding window (16 -> keys
 # within 8 tokens either side) so that both are exercised by the corpus.
-SHAPE = {
+TEST_SHAPE = {
     "hidden": 128,
     "heads": 4,
     "kv_heads": 2,
@@ -54,6 +54,23 @@ SHAPE = {
     "dense": [(128, 256), (256, 128)],
     "matryoshka": [128, 64, 32],
 }
+# For `nox -s bench`: EmbeddingGemma-300M's published widths (hidden 768, 3 query heads + 1 KV
+# head of 256, MLP 1152, 24 layers, five 512-token sliding-window layers per global one,
+# Dense 768 -> 3072 -> 768), random weights; the vocabulary stays the small local tokenizer's.
+BENCH_SHAPE = {
+    "hidden": 768,
+    "heads": 3,
+    "kv_heads": 1,
+    "head_dim": 256,
+    "inter": 1152,
+    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 4,
+    "sliding_window": 512,
+    "max_pos": 2048,
+    "max_seq_length": 2048,
+    "dense": [(768, 3072), (3072, 768)],
+    "matryoshka": [768, 512, 256, 128],
+}
+SHAPES = {"test": TEST_SHAPE, "bench": BENCH_SHAPE}
 PROMPTS = {
     "query": "task: search result | query: ",
     "document": "title: none | text: ",
@@ -98,20 +115,20 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
     )
 
 
-def build_backbone(tok: PreTrainedTokenizerFast, seed: int) -> Gemma3TextModel:
+def build_backbone(tok: PreTrainedTokenizerFast, seed: int, shape: dict) -> Gemma3TextModel:
     """A random bidirectional Gemma3 text model; norm weights randomised too (HF inits 0)."""
     config = Gemma3TextConfig(
         vocab_size=len(tok),
-        hidden_size=SHAPE["hidden"],
-        intermediate_size=SHAPE["inter"],
-        num_hidden_layers=len(SHAPE["layer_types"]),
-        num_attention_heads=SHAPE["heads"],
-        num_key_value_heads=SHAPE["kv_heads"],
-        head_dim=SHAPE["head_dim"],
-        query_pre_attn_scalar=SHAPE["head_dim"],
-        layer_types=SHAPE["layer_types"],
-        sliding_window=SHAPE["sliding_window"],
-        max_position_embeddings=SHAPE["max_pos"],
+        hidden_size=shape["hidden"],
+        intermediate_size=shape["inter"],
+        num_hidden_layers=len(shape["layer_types"]),
+        num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"],
+        head_dim=shape["head_dim"],
+        query_pre_attn_scalar=shape["head_dim"],
+        layer_types=shape["layer_types"],
+        sliding_window=shape["sliding_window"],
+        max_position_embeddings=shape["max_pos"],
         use_bidirectional_attention=True,
         hidden_activation="gelu_pytorch_tanh",
         pad_token_id=tok.pad_token_id,
@@ -145,7 +162,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus", type=Path, default=HERE / "corpus.json")
     ap.add_argument("--vocab-size", type=int, default=3000)
+    ap.add_argument("--size", choices=sorted(SHAPES), default="test")
     args = ap.parse_args()
+    shape = SHAPES[args.size]
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     random.seed(args.seed)
@@ -167,12 +186,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         backbone_dir = Path(tmp) / "backbone"
-        build_backbone(tok, args.seed).save_pretrained(backbone_dir)
+        build_backbone(tok, args.seed, shape).save_pretrained(backbone_dir)
         tok.save_pretrained(backbone_dir)
         torch.manual_seed(args.seed + 1)  # reproducible Dense init
-        transformer = Transformer(str(backbone_dir), max_seq_length=SHAPE["max_seq_length"])
-        modules = [transformer, Pooling(SHAPE["hidden"], pooling_mode="mean")]
-        for in_features, out_features in SHAPE["dense"]:
+        transformer = Transformer(str(backbone_dir), max_seq_length=shape["max_seq_length"])
+        modules = [transformer, Pooling(shape["hidden"], pooling_mode="mean")]
+        for in_features, out_features in shape["dense"]:
             modules.append(
                 Dense(
                     in_features, out_features, bias=False, activation_function=torch.nn.Identity()
@@ -186,7 +205,7 @@ def main() -> None:
 
     config_path = args.out / "config.json"
     config = json.loads(config_path.read_text())
-    config["matryoshka_dimensions"] = SHAPE["matryoshka"]
+    config["matryoshka_dimensions"] = shape["matryoshka"]
     config_path.write_text(json.dumps(config, indent=2) + "\n")
 
     reloaded = SentenceTransformer(str(args.out), device="cpu")

@@ -5,8 +5,10 @@ Weight names follow Hugging Face's ``Gemma3TextModel`` (``embed_tokens``,
 ``layers.N.mlp.{gate,up,down}_proj``, the four per-layer norms and ``norm``), which is how a
 sentence-transformers EmbeddingGemma checkpoint stores them at its top level.
 
-Attention is ours, not a vLLM backend: sequences are grouped from the positions (every prompt
-starts at position 0, whole prompts per step for encoder-only models) and attended with
+Attention is the packed layout shared with the ModernBERT backbone
+(``vllm_factory.backbones.modernbert.attention``): sequences are found from the positions (every
+prompt starts at position 0, whole prompts per step for encoder-only models) and attended by
+vLLM's CPU attention kernel on CPU, FlashAttention varlen on CUDA in bf16/fp16, else
 ``scaled_dot_product_attention``. Global layers see every token of their sequence; sliding
 layers see keys within ``half_window`` tokens on either side, as Hugging Face's bidirectional
 Gemma3 mask does (``|query - key| < sliding_window // 2 + 1`` for the configured window).
