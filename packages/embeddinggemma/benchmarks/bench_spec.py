@@ -99,8 +99,11 @@ class EmbeddingGemmaSpec(PluginSpec):
         return cached_artifact(f"checkpoint-bench-seed{SEED}", inputs, build, root=root)
 
     def max_model_len(self, checkpoint: Path, max_tokens: int) -> int:
-        settings = json.loads((checkpoint / "sentence_bert_config.json").read_text())
-        return max(max_tokens, int(settings["max_seq_length"]))
+        # sentence-transformers 6 keeps max_seq_length as the tokenizer's model_max_length.
+        sbert = json.loads((checkpoint / "sentence_bert_config.json").read_text())
+        tokenizer = json.loads((checkpoint / "tokenizer_config.json").read_text())
+        limit = sbert.get("max_seq_length") or tokenizer["model_max_length"]
+        return max(max_tokens, int(limit))
 
     def token_counter(self, checkpoint: Path) -> Callable[[str], int]:
         from transformers import AutoTokenizer
