@@ -85,7 +85,8 @@ class SequenceGroups:
         groups = []
         for members in _plan(lengths, min_fill, heads):
             length = max(lengths[i] for i in members)
-            mask = full[:, :length, :length].unsqueeze(0)
+            # contiguous: GPU memory-efficient SDPA wants a dense last dim
+            mask = full[:, :length, :length].unsqueeze(0).contiguous()
             same = all(lengths[i] == length for i in members)
             adjacent = all(starts[b] == starts[a] + length for a, b in pairwise(members))
             if same and adjacent:
