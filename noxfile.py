@@ -22,6 +22,7 @@ PACKAGES = [
     "core",
     "kernels-pkg",
     "packages/modernbert",
+    "packages/mt5",
     "packages/colbert",
     "packages/moderncolbert",
     "packages/embeddinggemma",
@@ -46,6 +47,7 @@ BENCH_DEPS = ["matplotlib", "tqdm"]
 UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
 INTEGRATION_TESTS = [
     "packages/modernbert/tests",
+    "packages/mt5/tests",
     "packages/moderncolbert/tests",
     "packages/embeddinggemma/tests",
 ]
