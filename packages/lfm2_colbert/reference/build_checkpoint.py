@@ -51,10 +51,8 @@ SIZES: dict[str, dict] = {
         "kv_heads": 8,
         "inter": 6656,
         "layer_types": [
-            "conv", "conv", "full_attention", "conv", "conv", "full_attention", "conv", "conv",
-            "full_attention", "conv", "full_attention", "conv", "full_attention", "conv",
-            "full_attention", "conv",
-        ],  # fmt: skip
+            "full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv" for i in range(16)
+        ],
         "max_pos": 8192,
         "query_length": 32,
         "document_length": 512,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
-from vllm_factory.models.lfm2_colbert.encoder import Lfm2Encoder  # noqa: E402
+from vllm_factory.models.lfm2_colbert.encoder import Lfm2Encoder
 
 
 def random_lfm2(conv_bias: bool = False):
