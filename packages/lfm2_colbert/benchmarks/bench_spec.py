@@ -66,6 +66,12 @@ def _check_native(answer: dict) -> None:
         raise ValueError(f"native: expected one vector per token, got {str(answer)[:300]}")
 
 
+def _native_overrides(checkpoint: Path) -> dict:
+    # vLLM's LFM2 reads Liquid AI's original config keys, which transformers does not write.
+    hidden = json.loads((checkpoint / "config.json").read_text())["hidden_size"]
+    return {"architectures": ["ColBERTLfm2Model"], "conv_dim": hidden, "block_dim": hidden}
+
+
 def _native_body(model: str, text: str, encoding: str) -> dict:
     return {"model": model, "input": text, "task": "token_embed", "encoding_format": encoding}
 
@@ -135,7 +141,7 @@ class Lfm2ColBERTSpec(PluginSpec):
                 name="native",
                 label="vLLM native ColBERTLfm2Model",
                 io_processor_plugin=None,
-                hf_overrides={"architectures": ["ColBERTLfm2Model"]},
+                hf_overrides=_native_overrides(checkpoint),
                 make_body=_native_body,
                 check=_check_native,
             ),
