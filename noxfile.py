@@ -23,14 +23,21 @@ PACKAGES = [
     "kernels-pkg",
     "packages/modernbert",
     "packages/mt5",
+    "packages/deberta",
     "packages/colbert",
     "packages/moderncolbert",
+    "packages/lfm2_colbert",
     "packages/embeddinggemma",
 ]
-MODEL_DISTRIBUTIONS = {"vllm-factory-moderncolbert", "vllm-factory-embeddinggemma"}
+MODEL_DISTRIBUTIONS = {
+    "vllm-factory-moderncolbert",
+    "vllm-factory-lfm2-colbert",
+    "vllm-factory-embeddinggemma",
+}
 # The demo `nox -s build -- --serve` runs from each model wheel's installed venv.
 MODEL_DEMOS = {
     "vllm-factory-moderncolbert": "packages/moderncolbert/examples/demo.py",
+    "vllm-factory-lfm2-colbert": "packages/lfm2_colbert/examples/demo.py",
     "vllm-factory-embeddinggemma": "packages/embeddinggemma/examples/demo.py",
 }
 DEFAULT_VLLM = "0.32.0"
@@ -44,11 +51,17 @@ CPU_TORCH = "torch==2.13.0"
 TEST_DEPS = ["pytest>=8", "httpx", "numpy", "matplotlib", "tqdm", "openai"]
 BENCH_DEPS = ["matplotlib", "tqdm"]
 # One pytest run per suite: each package's tests keep their own rootdir and helpers.
-UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
+UNIT_TESTS = [
+    "core/tests/unit",
+    "kernels-pkg/tests",
+    "packages/colbert/tests/unit",
+]
 INTEGRATION_TESTS = [
     "packages/modernbert/tests",
     "packages/mt5/tests",
+    "packages/deberta/tests",
     "packages/moderncolbert/tests",
+    "packages/lfm2_colbert/tests",
     "packages/embeddinggemma/tests",
 ]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
