@@ -1,0 +1,132 @@
+"""gliner-exact NER pre/post-processing inside vLLM's API server, shared by every GLiNER model.
+
+Request ``data``: see :class:`~vllm_factory.heads.gliner.request.GLiNERRequest`.
+Response ``data``: one list of ``{"start", "end", "text", "label", "score"}`` per text (in
+input order; character offsets into the text), or with ``return_scores`` one
+``{"entities": [...], "scores": [[[...]]]}`` per text.
+
+What crosses to the engine per prompt: its token ids, plus in ``PoolingParams.extra_kwargs``
+a map from a digest of each prompt's ids to its word layout (first text token and sub-token
+count per word, about one byte per word). Online, vLLM sends one ``PoolingParams`` for all
+prompts of a request, which is why the layouts are keyed by prompt content. The engine sends
+back the sigmoid score tensor ``[words, max_width, labels]``; thresholds and decoding are
+applied here, so they cost the engine nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from transformers import AutoTokenizer
+from vllm_factory.core import compat
+from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.heads.gliner.decoding import decode_spans, to_entities
+from vllm_factory.heads.gliner.prompts import (
+    LAYOUT_KEY,
+    WordLayout,
+    layout_from_word_ids,
+    prompt_key,
+    prompt_words,
+    split_words,
+    unique_labels,
+)
+from vllm_factory.heads.gliner.request import GLiNERRequest
+from vllm_factory.heads.gliner.settings import GLiNERSettings, read_settings
+
+logger = logging.getLogger(__name__)
+
+
+def set_special_token_flags(tokenizer: Any) -> Any:
+    """gliner asks for BOS/EOS only when the tokenizer defines them (spm-style tokenizers)."""
+    if hasattr(tokenizer, "add_bos_token") and tokenizer.bos_token_id is not None:
+        tokenizer.add_bos_token = True
+    if hasattr(tokenizer, "add_eos_token") and tokenizer.eos_token_id is not None:
+        tokenizer.add_eos_token = True
+    return tokenizer
+
+
+class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
+    request_model = GLiNERRequest
+
+    def setup(self) -> None:
+        self.settings: GLiNERSettings = read_settings(self.checkpoint)
+        self.tokenizer = set_special_token_flags(
+            AutoTokenizer.from_pretrained(self.checkpoint.model, revision=self.checkpoint.revision)
+        )
+        for token in (self.settings.ent_token, self.settings.sep_token):
+            if self.tokenizer.convert_tokens_to_ids(token) in (None, self.tokenizer.unk_token_id):
+                raise ValueError(f"the tokenizer has no {token!r} token: not a GLiNER checkpoint")
+        # gliner truncates at the tokenizer's model_max_length; vLLM cannot go past
+        # --max-model-len, so that is a hard cap (only then do results differ from gliner).
+        limit = int(self.tokenizer.model_max_length)
+        self.token_limit = min(limit, self.max_model_len)
+        if limit > self.max_model_len:
+            logger.warning(
+                "prompts are truncated at --max-model-len %d; gliner would keep up to %s "
+                "tokens, so the longest inputs can score differently (raise --max-model-len)",
+                self.max_model_len,
+                limit,
+            )
+        self._latest = threading.local()  # pre_process -> merge_pooling_params, same thread
+
+    # -- request -> prompts --------------------------------------------------------------------
+
+    def encode(self, text: str, labels: Sequence[str]) -> tuple[list[int], WordLayout]:
+        """Token ids and word layout of one text, exactly as gliner builds them."""
+        words = [w.text for w in split_words(text, self.settings.max_len)]
+        prompt = prompt_words(labels, self.settings.ent_token, self.settings.sep_token)
+        encoding = self.tokenizer(
+            prompt + words, is_split_into_words=True, truncation=True, max_length=self.token_limit
+        )
+        layout = layout_from_word_ids(encoding.word_ids(), len(prompt), len(words))
+        return list(encoding["input_ids"]), layout
+
+    def build_prompts(self, request: GLiNERRequest) -> list[list[int]]:
+        labels = unique_labels(request.labels)
+        for label in labels:
+            for token in (self.settings.ent_token, self.settings.sep_token):
+                if token in label:
+                    raise compat.validation_error(
+                        f"data.labels: labels must not contain {token!r}", "data.labels"
+                    )
+        prompts, layouts = [], {}
+        for text in request.texts:
+            ids, layout = self.encode(text, labels)
+            if not any(layout.counts):
+                raise compat.validation_error(
+                    f"data.labels: the label prompt fills all {self.token_limit} tokens; "
+                    "send fewer or shorter labels",
+                    "data.labels",
+                )
+            prompts.append(ids)
+            layouts[prompt_key(ids)] = layout.to_wire()
+        self._latest.layouts = layouts
+        return prompts
+
+    def merge_pooling_params(self, params: Any = None) -> Any:
+        params = super().merge_pooling_params(params)
+        if getattr(params, "task", None) == "plugin":
+            layouts = getattr(self._latest, "layouts", None) or {}
+            params.extra_kwargs = {**(params.extra_kwargs or {}), LAYOUT_KEY: layouts}
+        return params
+
+    # -- outputs -> response ---------------------------------------------------------------------
+
+    def build_response(self, request: GLiNERRequest, outputs: Sequence[Any]) -> list:
+        labels = unique_labels(request.labels)
+        results = []
+        for text, output in zip(request.texts, outputs):
+            scores = output.outputs.data.float().cpu()
+            words = split_words(text, self.settings.max_len)
+            spans = decode_spans(
+                scores, len(words), request.threshold, request.flat_ner, request.multi_label
+            )
+            entities = to_entities(spans, words, labels, text)
+            if request.return_scores:
+                results.append({"entities": entities, "scores": scores.tolist()})
+            else:
+                results.append(entities)
+        return results

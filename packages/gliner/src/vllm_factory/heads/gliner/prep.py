@@ -1,0 +1,197 @@
+"""``vllm-factory-prep``: turn a GLiNER checkpoint (gliner's ``save_pretrained`` layout) into
+a directory that ``vllm serve`` loads directly.
+
+    vllm-factory-prep GLINER_DIR OUT_DIR [--architecture NAME] [--io-processor NAME] [--force]
+    python -m vllm_factory.heads.gliner.prep ...
+
+OUT_DIR gets ``config.json`` (the encoder's Hugging Face config from gliner_config.json, plus
+``architectures`` = our model class and ``io_processor_plugin`` so that
+``--io-processor-plugin`` is optional), ``gliner_config.json``, the weights and the tokenizer
+files. The architecture is looked up from the installed GLiNER model packages: each declares
+``GLINER_ENCODER_TYPES`` (encoder ``model_type`` values), ``ARCHITECTURE`` and
+``IO_PROCESSOR`` in its package ``__init__``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from vllm_factory.heads.gliner.settings import CONFIG_FILE, parse_settings
+
+logger = logging.getLogger("vllm_factory.prep")
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "spm.model", "sentencepiece.bpe.model", "tokenizer.model",
+    "vocab.txt", "vocab.json", "merges.txt", "chat_template.jinja",
+)  # fmt: skip
+COPY_CHUNK = 64 << 20
+LARGE_FILE = 256 << 20
+
+
+class PrepError(RuntimeError):
+    """The input directory cannot be prepared; the message says why."""
+
+
+@dataclass(frozen=True)
+class Target:
+    architecture: str
+    io_processor: str
+    package: str
+
+
+def installed_targets() -> dict[str, Target]:
+    """Encoder model_type -> target, from the installed vllm-factory GLiNER model packages.
+
+    Found through their (already declared) IOProcessor entry points; only the package
+    ``__init__`` is imported, which never imports vLLM.
+    """
+    targets: dict[str, Target] = {}
+    for ep in entry_points(group="vllm.io_processor_plugins"):
+        module = ep.value.split(":")[0]
+        if not module.startswith("vllm_factory.models."):
+            continue
+        package = module.rsplit(".", 1)[0]
+        try:
+            pkg = importlib.import_module(package)
+        except Exception as error:  # noqa: BLE001 - a broken unrelated package must not stop us
+            logger.debug("skipping %s: %s", package, error)
+            continue
+        for model_type in getattr(pkg, "GLINER_ENCODER_TYPES", ()):
+            targets[model_type] = Target(pkg.ARCHITECTURE, pkg.IO_PROCESSOR, package)
+    return targets
+
+
+def read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise PrepError(f"{path} is missing")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise PrepError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise PrepError(f"{path} must hold a JSON object")
+    return data
+
+
+def copy_with_progress(source: Path, target: Path) -> None:
+    size = source.stat().st_size
+    if size < LARGE_FILE:
+        shutil.copyfile(source, target)
+        return
+    done = 0
+    next_report = 0.0
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while chunk := src.read(COPY_CHUNK):
+            dst.write(chunk)
+            done += len(chunk)
+            if done / size >= next_report:
+                logger.info(
+                    "copying %s: %3.0f%% of %.1f GB", source.name, 100 * done / size, size / 1e9
+                )
+                next_report += 0.1
+    shutil.copystat(source, target)
+
+
+def build_config(gliner_config: dict, target: Target) -> dict:
+    """config.json for vLLM: the encoder config with our architecture and IOProcessor."""
+    config = dict(gliner_config["encoder_config"])
+    # gliner resizes the embeddings for its marker tokens; its vocab_size is the true one.
+    if int(gliner_config.get("vocab_size", -1)) > 0:
+        config["vocab_size"] = int(gliner_config["vocab_size"])
+    config.pop("_name_or_path", None)
+    config["architectures"] = [target.architecture]
+    config["io_processor_plugin"] = target.io_processor
+    return config
+
+
+def prepare(
+    source: Path,
+    out: Path,
+    architecture: str | None = None,
+    io_processor: str | None = None,
+    force: bool = False,
+    targets: dict[str, Target] | None = None,
+) -> Path:
+    """Write the served directory ``out`` from gliner checkpoint ``source``; returns ``out``."""
+    source, out = Path(source), Path(out)
+    if not source.is_dir():
+        raise PrepError(f"{source} is not a directory")
+    gliner_config = read_json(source / CONFIG_FILE)
+    try:
+        settings = parse_settings(gliner_config)
+    except ValueError as error:
+        raise PrepError(f"{source / CONFIG_FILE}: {error}") from None
+    weights = [source / name for name in WEIGHT_FILES if (source / name).is_file()]
+    if not weights:
+        raise PrepError(f"{source} has no weights ({' or '.join(WEIGHT_FILES)})")
+    tokenizer = [source / name for name in TOKENIZER_FILES if (source / name).is_file()]
+    if not (source / "tokenizer_config.json").is_file():
+        raise PrepError(f"{source} has no tokenizer (tokenizer_config.json is missing)")
+    read_json(source / "tokenizer_config.json")
+
+    model_type = settings.encoder_model_type
+    if architecture is None or io_processor is None:
+        known = installed_targets() if targets is None else targets
+        found = known.get(model_type)
+        if found is None:
+            have = ", ".join(f"{k} ({v.package})" for k, v in sorted(known.items())) or "none"
+            raise PrepError(
+                f"no installed vllm-factory GLiNER package serves encoder model_type "
+                f"{model_type!r} (installed: {have}); install one or pass --architecture "
+                "and --io-processor"
+            )
+        architecture = architecture or found.architecture
+        io_processor = io_processor or found.io_processor
+    target = Target(architecture, io_processor, "")
+
+    if out.exists():
+        if not force and any(out.iterdir()):
+            raise PrepError(f"{out} exists and is not empty (use --force to overwrite)")
+        if source.resolve() == out.resolve():
+            raise PrepError("the output directory must differ from the input directory")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(
+        json.dumps(build_config(gliner_config, target), indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
+    shutil.copyfile(source / CONFIG_FILE, out / CONFIG_FILE)
+    for path in [weights[0], *tokenizer]:  # safetensors preferred when both exist
+        logger.info("copying %s", path.name)
+        copy_with_progress(path, out / path.name)
+    logger.info(
+        "prepared %s: architecture %s, IOProcessor %s (encoder %s)",
+        out, architecture, io_processor, model_type,
+    )  # fmt: skip
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vllm-factory-prep", description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path, help="GLiNER checkpoint directory")
+    parser.add_argument("out", type=Path, help="directory to write (vllm serve OUT)")
+    parser.add_argument("--architecture", help="override the architecture name")
+    parser.add_argument("--io-processor", help="override the IOProcessor plugin name")
+    parser.add_argument("--force", action="store_true", help="overwrite a non-empty OUT")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        prepare(args.source, args.out, args.architecture, args.io_processor, args.force)
+    except PrepError as error:
+        logger.error("vllm-factory-prep: %s", error)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

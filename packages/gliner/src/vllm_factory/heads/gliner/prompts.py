@@ -1,0 +1,127 @@
+"""gliner-exact prompt construction and the compact word layout sent to the engine.
+
+No vLLM import. gliner splits a text into words with one regex, truncates to ``max_len``
+words, prefixes the label prompt ``<<ENT>> label <<ENT>> label ... <<SEP>>`` (each item one
+"word"), and tokenizes the word list with ``is_split_into_words=True`` and the tokenizer's own
+truncation. The head then needs, per prompt, which tokens belong to which text word; that is
+what :class:`WordLayout` carries (see :func:`prompt_key` for how it reaches the engine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# gliner's "whitespace" splitter: runs of word characters joined by - or _, else any single
+# non-space character.
+WORD_PATTERN = re.compile(r"\w+(?:[-_]\w+)*|\S")
+# Key of the per-prompt word layouts inside ``PoolingParams.extra_kwargs``.
+LAYOUT_KEY = "gliner_words"
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start: int  # character offsets into the original text
+    end: int
+
+
+def split_words(text: str, max_len: int | None = None) -> list[Word]:
+    """Words of ``text`` as gliner's whitespace splitter yields them, at most ``max_len``."""
+    words = [Word(m.group(), m.start(), m.end()) for m in WORD_PATTERN.finditer(text)]
+    return words if max_len is None else words[:max_len]
+
+
+def unique_labels(labels: Sequence[str]) -> list[str]:
+    """Labels in first-occurrence order without duplicates (gliner's class mapping)."""
+    return list(dict.fromkeys(labels))
+
+
+def prompt_words(labels: Sequence[str], ent_token: str, sep_token: str) -> list[str]:
+    words: list[str] = []
+    for label in labels:
+        words += [ent_token, label]
+    return [*words, sep_token]
+
+
+@dataclass(frozen=True)
+class WordLayout:
+    """Where each text word's sub-tokens sit in the prompt.
+
+    ``counts[j]`` tokens starting at ``first_token + sum(counts[:j])`` belong to word ``j``;
+    a word with count 0 has no token (cut by truncation) and gets a zero vector, as in gliner.
+    ``len(counts)`` is the number of words gliner scores.
+    """
+
+    first_token: int
+    counts: tuple[int, ...]
+
+    def to_wire(self) -> list[int]:
+        # Small ints pack to one msgpack byte each: about one byte per word on the wire.
+        return [self.first_token, *self.counts]
+
+    @classmethod
+    def from_wire(cls, values: Sequence[int]) -> WordLayout:
+        if len(values) < 1 or any(int(v) < 0 for v in values):
+            raise ValueError(f"malformed GLiNER word layout {list(values)[:8]}...")
+        return cls(int(values[0]), tuple(int(v) for v in values[1:]))
+
+
+def layout_from_word_ids(
+    word_ids: Sequence[int | None], num_prompt_words: int, num_words: int
+) -> WordLayout:
+    """Word layout from the tokenizer's ``word_ids()``, numbered as gliner's word mask does.
+
+    gliner numbers words by counting the distinct word ids it meets, minus the prompt words,
+    so a word that produced no token at all shifts the words after it; we number the same way.
+    """
+    counts = [0] * num_words
+    first_token: int | None = None
+    seen = 0
+    previous: int | None = None
+    for position, word_id in enumerate(word_ids):
+        if word_id is None:
+            previous = None
+            continue
+        if word_id != previous:
+            seen += 1
+        previous = word_id
+        index = seen - num_prompt_words
+        if index >= 1 and index <= num_words:
+            if first_token is None:
+                first_token = position
+            counts[index - 1] += 1
+    if first_token is None:
+        first_token = len(word_ids)
+    return WordLayout(first_token, tuple(counts))
+
+
+def prompt_key(token_ids: Sequence[int] | torch.Tensor) -> str:
+    """Stable key of a prompt's token ids (same value in the API and engine processes).
+
+    Online, vLLM sends one ``PoolingParams`` for all prompts of a request, so each prompt's
+    word layout travels in a map keyed by this digest of its own tokens.
+    """
+    if isinstance(token_ids, torch.Tensor):
+        data = token_ids.to(torch.int64).cpu().numpy().tobytes()
+    else:
+        data = torch.tensor(list(token_ids), dtype=torch.int64).numpy().tobytes()
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def layout_for(extra: Any, token_ids: torch.Tensor) -> WordLayout:
+    layouts = extra.get(LAYOUT_KEY) if extra else None
+    if not layouts:
+        raise ValueError(
+            "GLiNER prompt without a word layout: send requests through the GLiNER IOProcessor "
+            "(POST /pooling with data={text, labels})"
+        )
+    values = layouts.get(prompt_key(token_ids))
+    if values is None:
+        raise ValueError("no GLiNER word layout for this prompt's tokens")
+    return WordLayout.from_wire(values)

@@ -1,0 +1,107 @@
+"""The GLiNER checkpoint settings we serve (``gliner_config.json``); no vLLM import."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CONFIG_FILE = "gliner_config.json"
+SUBTOKEN_POOLING = ("first", "last", "mean", "max")
+SPAN_MODES = ("markerV0",)
+
+
+class UnsupportedGLiNERConfig(ValueError):
+    """The checkpoint uses a GLiNER variant this head does not implement."""
+
+
+@dataclass(frozen=True)
+class GLiNERSettings:
+    hidden_size: int  # GLiNER's width (after the optional projection of the encoder output)
+    encoder_hidden_size: int
+    max_width: int
+    max_len: int  # words per text; gliner truncates longer texts
+    span_mode: str
+    subtoken_pooling: str
+    num_rnn_layers: int
+    embed_ent_token: bool
+    class_token_index: int
+    ent_token: str
+    sep_token: str
+    words_splitter_type: str
+    encoder_model_type: str
+
+    @property
+    def has_projection(self) -> bool:
+        return self.hidden_size != self.encoder_hidden_size
+
+
+def _require(config: dict[str, Any], key: str) -> Any:
+    if key not in config:
+        raise UnsupportedGLiNERConfig(f"{CONFIG_FILE} has no {key!r}")
+    return config[key]
+
+
+def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
+    """Validate a ``gliner_config.json`` dict; unsupported variants fail with the reason."""
+    encoder = config.get("encoder_config")
+    if not isinstance(encoder, dict) or "hidden_size" not in encoder:
+        raise UnsupportedGLiNERConfig(
+            f"{CONFIG_FILE} has no encoder_config with a hidden_size (saved by an old gliner?)"
+        )
+    # Variants with other heads or extra modules: refuse rather than serve wrong scores.
+    for key, what in (
+        ("labels_encoder", "bi-encoder"),
+        ("labels_decoder", "label decoder"),
+        ("relations_layer", "relation extraction"),
+        ("span_encoder_config", "span context encoder"),
+        ("post_fusion_schema", "post-fusion layers"),
+        ("precomputed_prompts_mode", "precomputed prompts"),
+        ("fuse_layers", "fused encoder layers"),
+    ):
+        if config.get(key):
+            raise UnsupportedGLiNERConfig(f"{key} is set: {what} GLiNER models are not supported")
+    model_type = config.get("model_type")
+    if model_type not in (None, "gliner_uni_encoder_span"):
+        raise UnsupportedGLiNERConfig(f"model_type {model_type!r} is not a uni-encoder span GLiNER")
+    span_mode = config.get("span_mode", "markerV0")
+    if span_mode not in SPAN_MODES:
+        raise UnsupportedGLiNERConfig(
+            f"span_mode {span_mode!r} is not supported (supported: {', '.join(SPAN_MODES)})"
+        )
+    pooling = config.get("subtoken_pooling", "first")
+    if pooling not in SUBTOKEN_POOLING:
+        raise UnsupportedGLiNERConfig(f"subtoken_pooling {pooling!r} is not supported")
+    splitter = config.get("words_splitter_type", "whitespace")
+    if splitter != "whitespace":
+        raise UnsupportedGLiNERConfig(
+            f"words_splitter_type {splitter!r} is not supported (only 'whitespace')"
+        )
+    class_index = int(_require(config, "class_token_index"))
+    if class_index < 0:
+        raise UnsupportedGLiNERConfig("class_token_index is -1: the checkpoint was never resized")
+    return GLiNERSettings(
+        hidden_size=int(_require(config, "hidden_size")),
+        encoder_hidden_size=int(encoder["hidden_size"]),
+        max_width=int(_require(config, "max_width")),
+        max_len=int(config.get("max_len", 384)),
+        span_mode=span_mode,
+        subtoken_pooling=pooling,
+        num_rnn_layers=int(config.get("num_rnn_layers", 1)),
+        embed_ent_token=bool(config.get("embed_ent_token", True)),
+        class_token_index=class_index,
+        ent_token=str(config.get("ent_token", "<<ENT>>")),
+        sep_token=str(config.get("sep_token", "<<SEP>>")),
+        words_splitter_type=splitter,
+        encoder_model_type=str(encoder.get("model_type", "deberta-v2")),
+    )
+
+
+def read_settings(checkpoint: Any) -> GLiNERSettings:
+    """Settings from a ``CheckpointFiles``; a clear error when the file is missing."""
+    config = checkpoint.json(CONFIG_FILE)
+    if config is None:
+        raise UnsupportedGLiNERConfig(
+            f"{checkpoint.model} has no {CONFIG_FILE}: prepare the GLiNER checkpoint with "
+            "vllm-factory-prep first"
+        )
+    return parse_settings(config)

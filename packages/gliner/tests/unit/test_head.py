@@ -1,0 +1,100 @@
+import dataclasses
+
+import pytest
+import torch
+from vllm_factory.core.pooler import PoolerRequest
+from vllm_factory.heads.gliner.head import GLiNERSpanHead
+from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
+from vllm_factory.heads.gliner.settings import (
+    GLiNERSettings,
+    UnsupportedGLiNERConfig,
+    parse_settings,
+)
+
+ENT = 50
+
+SETTINGS = GLiNERSettings(
+    hidden_size=8, encoder_hidden_size=12, max_width=3, max_len=100, span_mode="markerV0",
+    subtoken_pooling="first", num_rnn_layers=1, embed_ent_token=True, class_token_index=ENT,
+    ent_token="<<ENT>>", sep_token="<<SEP>>", words_splitter_type="whitespace",
+    encoder_model_type="modernbert",
+)  # fmt: skip
+
+
+def head(**changes) -> GLiNERSpanHead:
+    torch.manual_seed(0)
+    return GLiNERSpanHead(dataclasses.replace(SETTINGS, **changes)).eval()
+
+
+def test_output_shape_and_range():
+    model = head()
+    ids = torch.tensor([1, ENT, 7, ENT, 8, 51, 20, 21, 22, 23, 2])
+    layout = WordLayout(6, (1, 2, 1))
+    request = PoolerRequest(token_ids=ids, extra={LAYOUT_KEY: {prompt_key(ids): layout.to_wire()}})
+    (out,) = model([torch.randn(len(ids), 12)], [request])
+    assert out.shape == (3, 3, 2) and out.dtype == torch.float32
+    assert bool(((out > 0) & (out < 1)).all())
+
+
+def test_spans_past_the_text_use_span_zero_zero_like_gliner():
+    spans = head().span_rep_layer.span_rep_layer(torch.randn(4, 8))
+    assert torch.equal(spans[3, 1], spans[0, 0]) and torch.equal(spans[2, 2], spans[0, 0])
+    assert not torch.equal(spans[1, 1], spans[0, 0])
+
+
+@pytest.mark.parametrize("pooling", ["first", "last", "mean", "max"])
+def test_subtoken_pooling(pooling):
+    tokens = torch.arange(30.0).view(10, 3)
+    words = head(subtoken_pooling=pooling).word_vectors(tokens, WordLayout(4, (1, 3, 0)))
+    expected = {
+        "first": [tokens[4], tokens[5], torch.zeros(3)],
+        "last": [tokens[4], tokens[7], torch.zeros(3)],
+        "mean": [tokens[4], tokens[5:8].mean(0), torch.zeros(3)],
+        "max": [tokens[4], tokens[5:8].amax(0), torch.zeros(3)],
+    }[pooling]
+    assert torch.equal(words, torch.stack(expected))
+
+
+def test_missing_layout_is_a_clear_error():
+    ids = torch.tensor([1, ENT, 7, 51, 20, 2])
+    with pytest.raises(ValueError, match="word layout"):
+        head()([torch.randn(6, 12)], [PoolerRequest(token_ids=ids, extra={})])
+
+
+def test_load_weights_requires_every_parameter():
+    model = head()
+    names = dict(model.named_parameters())
+    assert "token_rep_layer.projection.weight" in names and "rnn.lstm.weight_ih_l0" in names
+    with pytest.raises(KeyError, match="missing"):
+        model.load_weights([("prompt_rep_layer.0.weight", names["prompt_rep_layer.0.weight"])])
+    with pytest.raises(KeyError, match="unexpected"):
+        model.load_weights([("nope", torch.zeros(1))])
+    assert model.load_weights(list(names.items())) == set(names)
+
+
+def test_no_projection_no_lstm():
+    model = head(encoder_hidden_size=8, num_rnn_layers=0)
+    names = {n for n, _ in model.named_parameters()}
+    assert not any(n.startswith(("token_rep_layer", "rnn")) for n in names)
+
+
+BASE = {"encoder_config": {"hidden_size": 12, "model_type": "modernbert"}, "hidden_size": 8,
+        "max_width": 3, "class_token_index": 50}  # fmt: skip
+
+
+def test_parse_settings_defaults_and_refusals():
+    settings = parse_settings(BASE)
+    assert settings.span_mode == "markerV0" and settings.has_projection
+    for bad, match in [
+        ({"span_mode": "markerV1"}, "span_mode"),
+        ({"span_mode": "token_level"}, "span_mode"),
+        ({"labels_encoder": "bert"}, "bi-encoder"),
+        ({"relations_layer": "x"}, "relation"),
+        ({"post_fusion_schema": "l2l"}, "post-fusion"),
+        ({"subtoken_pooling": "sum"}, "subtoken_pooling"),
+        ({"words_splitter_type": "spacy"}, "words_splitter_type"),
+        ({"class_token_index": -1}, "class_token_index"),
+        ({"encoder_config": None}, "encoder_config"),
+    ]:
+        with pytest.raises(UnsupportedGLiNERConfig, match=match):
+            parse_settings({**BASE, **bad})

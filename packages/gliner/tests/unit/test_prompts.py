@@ -1,0 +1,46 @@
+import torch
+from vllm_factory.heads.gliner.prompts import (
+    LAYOUT_KEY,
+    WordLayout,
+    layout_for,
+    layout_from_word_ids,
+    prompt_key,
+    prompt_words,
+    split_words,
+    unique_labels,
+)
+
+
+def test_split_words_like_gliner_whitespace_splitter():
+    words = split_words("state-of-the-art e_mail, 3.5% ok")
+    assert [w.text for w in words] == ["state-of-the-art", "e_mail", ",", "3", ".", "5", "%", "ok"]
+    assert len(split_words("a b c d", max_len=2)) == 2
+
+
+def test_prompt_words_and_unique_labels():
+    labels = unique_labels(["a", "b", "a"])
+    assert labels == ["a", "b"]
+    assert prompt_words(labels, "<E>", "<S>") == ["<E>", "a", "<E>", "b", "<S>"]
+
+
+def test_layout_counts_subtokens_per_text_word():
+    # [CLS] <E> lab lab <S> w0 w1 w1 w2 [SEP]; prompt words: 0..2
+    word_ids = [None, 0, 1, 1, 2, 3, 4, 4, 5, None]
+    layout = layout_from_word_ids(word_ids, num_prompt_words=3, num_words=3)
+    assert layout == WordLayout(5, (1, 2, 1))
+
+
+def test_layout_after_truncation_and_empty_words():
+    # word 4 truncated away entirely; word 1 of 3 produced no token: gliner shifts numbering
+    layout = layout_from_word_ids([None, 0, 1, 2, 2, None], num_prompt_words=1, num_words=4)
+    assert layout == WordLayout(2, (1, 2, 0, 0))
+    assert layout_from_word_ids([None, 0, None], 1, 2) == WordLayout(3, (0, 0))
+
+
+def test_wire_round_trip_and_lookup():
+    layout = WordLayout(7, (1, 3, 1))
+    assert WordLayout.from_wire(layout.to_wire()) == layout
+    ids = torch.tensor([2, 10, 11, 3])
+    extra = {LAYOUT_KEY: {prompt_key([2, 10, 11, 3]): layout.to_wire()}}
+    assert layout_for(extra, ids) == layout
+    assert prompt_key([1, 2]) != prompt_key([2, 1])

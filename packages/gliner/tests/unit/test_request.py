@@ -1,0 +1,67 @@
+import math
+
+import pytest
+from pydantic import ValidationError
+from vllm_factory.core.io_processor import describe_validation_error
+from vllm_factory.heads.gliner.request import MAX_LABELS_PER_REQUEST, GLiNERRequest
+
+
+def field_of(data: dict) -> str:
+    with pytest.raises(ValidationError) as info:
+        GLiNERRequest.model_validate(data)
+    return describe_validation_error(info.value)[0]
+
+
+def test_defaults():
+    request = GLiNERRequest.model_validate({"text": "a b", "labels": ["x"]})
+    assert (request.threshold, request.flat_ner, request.multi_label) == (0.5, True, False)
+    assert request.texts == ["a b"] and not request.return_scores
+
+
+def test_integer_thresholds_accepted():
+    assert (
+        GLiNERRequest.model_validate({"text": "a", "labels": ["x"], "threshold": 1}).threshold == 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"text": "a"}, "data.labels"),
+        ({"text": "a", "labels": []}, "data.labels"),
+        ({"text": "a", "labels": [""]}, "data.labels"),
+        ({"text": "a", "labels": ["x", " "]}, "data.labels"),
+        ({"text": "a", "labels": ["x"] * (MAX_LABELS_PER_REQUEST + 1)}, "data.labels"),
+        ({"text": "a", "labels": [str(i) for i in range(1000)]}, "data.labels"),
+        ({"text": "a", "labels": "x"}, "data.labels"),
+        ({"text": "a", "labels": [1]}, "data.labels"),
+        ({"text": "a", "labels": ["x"], "threshold": 1.01}, "data.threshold"),
+        ({"text": "a", "labels": ["x"], "threshold": -0.5}, "data.threshold"),
+        ({"text": "a", "labels": ["x"], "threshold": math.nan}, "data.threshold"),
+        ({"text": "a", "labels": ["x"], "threshold": math.inf}, "data.threshold"),
+        ({"text": "a", "labels": ["x"], "threshold": "0.5"}, "data.threshold"),
+        ({"text": 1, "labels": ["x"]}, "data.text"),
+        ({"text": ["a", None], "labels": ["x"]}, "data.text"),
+        ({"text": "", "labels": ["x"]}, "data.text"),
+        ({"text": "\n\t ", "labels": ["x"]}, "data.text"),
+        ({"text": [], "labels": ["x"]}, "data.text"),
+        ({"labels": ["x"]}, "data.text"),
+        ({"text": "a", "labels": ["x"], "flat_ner": "true"}, "data.flat_ner"),
+        ({"text": "a", "labels": ["x"], "multi_label": 0}, "data.multi_label"),
+        ({"text": "a", "labels": ["x"], "extra": 1}, "data.extra"),
+    ],
+)
+def test_limits_name_the_field(data, field):
+    assert field_of(data).startswith(field)
+
+
+def test_module_does_not_import_vllm():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import vllm_factory.heads.gliner.request, vllm_factory.heads.gliner.prep, "
+        "vllm_factory.heads.gliner.decoding, vllm_factory.heads.gliner; "
+        "assert 'vllm' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
