@@ -28,17 +28,21 @@ PACKAGES = [
     "packages/moderncolbert",
     "packages/lfm2_colbert",
     "packages/embeddinggemma",
+    "packages/gliner",
+    "packages/mmbert_gliner",
 ]
 MODEL_DISTRIBUTIONS = {
     "vllm-factory-moderncolbert",
     "vllm-factory-lfm2-colbert",
     "vllm-factory-embeddinggemma",
+    "vllm-factory-mmbert-gliner",
 }
 # The demo `nox -s build -- --serve` runs from each model wheel's installed venv.
 MODEL_DEMOS = {
     "vllm-factory-moderncolbert": "packages/moderncolbert/examples/demo.py",
     "vllm-factory-lfm2-colbert": "packages/lfm2_colbert/examples/demo.py",
     "vllm-factory-embeddinggemma": "packages/embeddinggemma/examples/demo.py",
+    "vllm-factory-mmbert-gliner": "packages/mmbert_gliner/examples/demo.py",
 }
 DEFAULT_VLLM = "0.32.0"
 MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
@@ -55,6 +59,7 @@ UNIT_TESTS = [
     "core/tests/unit",
     "kernels-pkg/tests",
     "packages/colbert/tests/unit",
+    "packages/gliner/tests/unit",
 ]
 INTEGRATION_TESTS = [
     "packages/modernbert/tests",
@@ -63,6 +68,7 @@ INTEGRATION_TESTS = [
     "packages/moderncolbert/tests",
     "packages/lfm2_colbert/tests",
     "packages/embeddinggemma/tests",
+    "packages/mmbert_gliner/tests",
 ]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
 # Reference venvs each package's tests and benchmarks use: (folder of the module, module,
@@ -70,6 +76,7 @@ PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
 REFERENCE_ENVS = [
     ("packages/moderncolbert/reference", "moderncolbert_reference", ["pylate_env", "st_env"]),
     ("packages/embeddinggemma/reference", "embeddinggemma_reference", ["st_env"]),
+    ("packages/mmbert_gliner/reference", "mmbert_gliner_reference", ["gliner_env"]),
 ]
 RUFF_ARGS = ["--line-length", "100"]
 
