@@ -119,3 +119,24 @@ def test_autograd_inputs_use_fallback(triton_calls) -> None:
 def test_mixed_devices_use_fallback() -> None:
     x = torch.randn(4, 64, device="cuda")
     assert _dispatch.select_backend("auto", x, torch.ones(64)) == "torch"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("lengths", "buckets", "max_rel", "head_dim"),
+    [([5, 37, 70, 1, 16], 8, 32, 32), ([600, 3, 129, 256], 256, 512, 64), ([40, 9], -1, 16, 64)],
+)
+def test_deberta_attention(dtype, lengths, buckets: int, max_rel: int, head_dim: int) -> None:
+    pytest.importorskip("transformers.models.deberta_v2")
+    from deberta_reference import hf_case
+    from vllm_factory.kernels import flash_deberta_attention
+
+    case = hf_case(lengths, 4, head_dim, buckets, max_rel)
+    out = flash_deberta_attention(*case.args(dtype, "cuda"))  # "auto" picks Triton on CUDA
+    fallback = flash_deberta_attention(*case.args(dtype, "cuda"), backend="torch")
+    if dtype == torch.float32:
+        torch.testing.assert_close(out.cpu(), case.expected, rtol=2e-5, atol=2e-5)
+        torch.testing.assert_close(out, fallback, rtol=2e-5, atol=2e-5)
+    else:
+        torch.testing.assert_close(out.float().cpu(), case.expected, rtol=5e-2, atol=5e-2)
+        torch.testing.assert_close(out.float(), fallback.float(), rtol=3e-2, atol=3e-2)

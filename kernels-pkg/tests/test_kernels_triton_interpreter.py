@@ -60,6 +60,9 @@ def test_interpreter_suite_passed(interpreter_run: tuple[int, str]) -> None:
         ("test_layernorm", 4),
         ("test_add_layernorm", 4),
         ("test_add_layernorm_half_precision", 2),
+        ("test_deberta_attention", 5),
+        ("test_deberta_attention_variants", 3),
+        ("test_deberta_attention_half_precision", 1),
     ],
 )
 def test_interpreted_kernel_family(

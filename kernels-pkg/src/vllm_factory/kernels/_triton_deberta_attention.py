@@ -1,0 +1,177 @@
+"""Triton flash attention with DeBERTa's c2p / p2c terms. Imported lazily.
+
+One program per (query tile, sequence, head). Each key tile adds to ``q @ k^T`` the c2p
+entries ``c2p[h, i, idx(i - j)]`` and p2c entries ``p2c[h, j, idx(i - j)]``, gathered from the
+precomputed ``[H, T, 2 * span]`` projections, then updates an online softmax in fp32: the
+``[L, L]`` scores never reach global memory.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._dispatch import next_power_of_2
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _deberta_attention_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    c2p_ptr,
+    p2c_ptr,
+    idx_ptr,
+    cu_ptr,
+    stride_qt,
+    stride_qh,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_ot,
+    stride_oh,
+    stride_ch,
+    stride_ct,
+    stride_ph,
+    stride_pt,
+    idx_offset,
+    qk_scale,  # 1 / sqrt(D * factor) * log2(e): softmax in base 2
+    head_dim,
+    HAS_C2P: tl.constexpr,
+    HAS_P2C: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    tile = tl.program_id(0)
+    seq = tl.program_id(1)
+    head = tl.program_id(2).to(tl.int64)
+    start = tl.load(cu_ptr + seq).to(tl.int64)
+    length = (tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)).to(tl.int32)
+    if tile * BLOCK_M >= length:
+        return  # grid is sized for the longest sequence
+
+    offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    m_valid = offs_m < length
+    d_valid = offs_d < head_dim
+    rows = start + offs_m
+    q = tl.load(
+        q_ptr + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
+        mask=m_valid[:, None] & d_valid[None, :],
+        other=0.0,
+    )
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    for n0 in range(0, length, BLOCK_N):
+        cols = n0 + offs_n
+        n_valid = cols < length
+        keys = start + cols
+        k = tl.load(
+            k_ptr + keys[:, None] * stride_kt + head * stride_kh + offs_d[None, :],
+            mask=n_valid[:, None] & d_valid[None, :],
+            other=0.0,
+        )
+        if IEEE:
+            s = tl.dot(q, tl.trans(k), input_precision="ieee")
+        else:
+            s = tl.dot(q, tl.trans(k))
+        if HAS_C2P or HAS_P2C:
+            pair = m_valid[:, None] & n_valid[None, :]
+            rel = tl.load(
+                idx_ptr + (offs_m[:, None] - cols[None, :] + idx_offset), mask=pair, other=0
+            )
+            if HAS_C2P:
+                s += tl.load(
+                    c2p_ptr + head * stride_ch + rows[:, None] * stride_ct + rel,
+                    mask=pair,
+                    other=0.0,
+                ).to(tl.float32)
+            if HAS_P2C:
+                s += tl.load(
+                    p2c_ptr + head * stride_ph + keys[None, :] * stride_pt + rel,
+                    mask=pair,
+                    other=0.0,
+                ).to(tl.float32)
+        s = tl.where(n_valid[None, :], s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(
+            v_ptr + keys[:, None] * stride_vt + head * stride_vh + offs_d[None, :],
+            mask=n_valid[:, None] & d_valid[None, :],
+            other=0.0,
+        )
+        if IEEE:
+            pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
+        else:
+            pv = tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None] + pv
+        m_i = m_new
+
+    out = acc / l_i[:, None]
+    tl.store(
+        o_ptr + rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
+        out.to(o_ptr.dtype.element_ty),
+        mask=m_valid[:, None] & d_valid[None, :],
+    )
+
+
+def _block_sizes(head_dim: int, max_seqlen: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps); tl.dot needs every dim >= 16."""
+    block_d = max(16, next_power_of_2(head_dim))
+    block_n = 64 if block_d <= 64 else 32
+    block_m = 64 if max_seqlen > 64 else max(16, next_power_of_2(max_seqlen))
+    return block_m, block_n, block_d, 4
+
+
+def deberta_attention_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    max_seqlen: int,
+    c2p: torch.Tensor | None,
+    p2c: torch.Tensor | None,
+    rel_index: torch.Tensor | None,
+    sm_scale: float,
+) -> torch.Tensor:
+    """Arguments already validated by ``flash_deberta_attention``; returns ``[T, H, D]``."""
+    heads, head_dim = q.shape[1:]
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    out = torch.empty_like(q)
+    batch = cu_seqlens.numel() - 1
+    if batch == 0 or max_seqlen == 0:
+        return out
+    cu = cu_seqlens.to(device=q.device, dtype=torch.int32).contiguous()
+    c2p_t = c2p.contiguous() if c2p is not None else q  # dummies are never read
+    p2c_t = p2c.contiguous() if p2c is not None else q
+    if rel_index is not None:
+        idx = rel_index.to(device=q.device, dtype=torch.int32).contiguous()
+        idx_offset = (idx.numel() + 1) // 2 - 1
+    else:
+        idx, idx_offset = cu, 0
+    block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
+    grid = (triton.cdiv(max_seqlen, block_m), batch, heads)
+    _deberta_attention_kernel[grid](
+        q, k, v, out, c2p_t, p2c_t, idx, cu,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        out.stride(0), out.stride(1),
+        c2p_t.stride(0) if c2p is not None else 0, c2p_t.stride(1) if c2p is not None else 0,
+        p2c_t.stride(0) if p2c is not None else 0, p2c_t.stride(1) if p2c is not None else 0,
+        idx_offset, sm_scale * LOG2E, head_dim,
+        HAS_C2P=c2p is not None, HAS_P2C=p2c is not None, IEEE=q.dtype == torch.float32,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+        num_warps=warps, num_stages=2,
+    )  # fmt: skip
+    return out

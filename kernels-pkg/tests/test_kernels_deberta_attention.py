@@ -1,0 +1,90 @@
+"""DeBERTa attention fallback vs Hugging Face's DebertaV2 attention (fp32, CPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernels_reference import close
+from vllm_factory.kernels import flash_deberta_attention, relative_position_index
+
+pytest.importorskip("transformers.models.deberta_v2")
+
+from deberta_reference import hf_case  # its hf_case imports transformers lazily
+
+# (lengths, position_buckets, max_relative_positions): lengths beyond the buckets and beyond
+# max_relative_positions (log buckets, then clamping), packed batches of uneven lengths.
+LENGTHS = [
+    ([1], 8, 32),
+    ([7], 8, 32),
+    ([70], 8, 32),
+    ([5, 37, 70, 1, 16], 8, 32),
+    ([300, 3, 129], 256, 512),  # DeBERTa-v3's bucketing, one sequence > 256 tokens
+    ([40, 9], -1, 16),  # no log buckets: plain relative distances clamped to +-16
+]
+
+
+@pytest.mark.parametrize(("lengths", "buckets", "max_rel"), LENGTHS)
+def test_fallback_matches_hf(lengths: list[int], buckets: int, max_rel: int) -> None:
+    case = hf_case(lengths, position_buckets=buckets, max_relative_positions=max_rel)
+    out = flash_deberta_attention(*case.args(), backend="torch")
+    close(out, case.expected)
+
+
+@pytest.mark.parametrize(
+    ("pos_att_type", "share_att_key", "relative_attention"),
+    [
+        ("c2p", True, True),
+        ("p2c", True, True),
+        ("c2p|p2c", False, True),
+        ("p2c|c2p", True, False),
+    ],
+)
+@pytest.mark.parametrize("head_dim", [32, 64])
+def test_fallback_variants_match_hf(
+    pos_att_type: str, share_att_key: bool, relative_attention: bool, head_dim: int
+) -> None:
+    case = hf_case(
+        [9, 30, 21],
+        heads=3,
+        head_dim=head_dim,
+        pos_att_type=pos_att_type,
+        share_att_key=share_att_key,
+        relative_attention=relative_attention,
+        seed=head_dim,
+    )
+    close(flash_deberta_attention(*case.args(), backend="torch"), case.expected)
+
+
+def test_relative_index_matches_hf_buckets() -> None:
+    from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
+
+    for buckets, max_rel, length in ((256, 512, 1500), (8, 32, 100), (-1, 16, 40)):
+        span = buckets if buckets > 0 else max_rel
+        x = torch.zeros(1, length, 4)
+        hf_rel = build_relative_position(x, x, bucket_size=buckets, max_position=max_rel)[0]
+        expected = torch.clamp(hf_rel + span, 0, 2 * span - 1)
+        table = relative_position_index(length, span, buckets, max_rel)
+        pos = torch.arange(length)
+        assert torch.equal(table.long()[pos[:, None] - pos[None, :] + length - 1], expected)
+        # p2c reads HF's clamp(-rel(j, i) + span): the same table, transposed.
+        assert torch.equal(torch.clamp(-hf_rel.t() + span, 0, 2 * span - 1), expected)
+
+
+def test_shared_rel_index_and_bf16() -> None:
+    case = hf_case([12, 33], position_buckets=8, max_relative_positions=32)
+    table = relative_position_index(200, 8, 8, 32)  # built once for a longer batch
+    args = case.args(torch.bfloat16)
+    out = flash_deberta_attention(*args, rel_index=table, backend="torch")
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), case.expected, rtol=5e-2, atol=5e-2)
+
+
+def test_rejects_bad_args() -> None:
+    q = torch.randn(5, 2, 32)
+    cu = torch.tensor([0, 5], dtype=torch.int32)
+    with pytest.raises(ValueError):
+        flash_deberta_attention(q, q, q[:, :1], cu, 5)
+    with pytest.raises(ValueError):
+        flash_deberta_attention(q, q, q, cu, 5, pos_key=torch.randn(7, 2, 32))
+    with pytest.raises(ValueError):
+        flash_deberta_attention(q, q, q, cu.float(), 5)

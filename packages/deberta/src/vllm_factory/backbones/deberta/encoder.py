@@ -1,0 +1,354 @@
+"""DeBERTa-v2/v3 encoder from vLLM's parallel layers and vllm-factory kernels.
+
+Module and parameter names follow Hugging Face's ``DebertaV2Model`` (``embeddings.*``,
+``encoder.layer.N.attention.self.query_proj``, ``encoder.rel_embeddings``, ...), so loading is a
+prefix strip. Input and output are vLLM's flat packed batch: ``input_ids`` / ``positions`` of
+``[T]`` and hidden states ``[T, hidden]``; every sequence starts where its position is 0.
+Attention is ``flash_deberta_attention`` (Triton on CUDA, the PyTorch fallback elsewhere).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from vllm.model_executor.layers.linear import ColumnParallelLinear, RowParallelLinear
+from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+from vllm_factory.kernels import (
+    flash_deberta_attention,
+    fused_add_layernorm,
+    fused_layernorm,
+    relative_position_index,
+)
+
+logger = logging.getLogger(__name__)
+
+# Where checkpoints keep a DebertaV2Model: HF task heads (``deberta.``), wrappers (``model.``),
+# GLiNER (``token_rep_layer.bert_layer.model.``). Tried in order after the bare name.
+WEIGHT_PREFIXES: tuple[str, ...] = (
+    "deberta.",
+    "model.",
+    "token_rep_layer.bert_layer.model.",
+    "bert_layer.model.",
+)
+
+_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+    "tanh": torch.tanh,
+}
+
+
+def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    fn = _ACTIVATIONS.get(str(name).lower())
+    if fn is None:
+        raise ValueError(f"unsupported DeBERTa activation {name!r}; known: {sorted(_ACTIVATIONS)}")
+    return fn
+
+
+@dataclass
+class PackedSequences:
+    """Sequence boundaries of vLLM's packed batch, computed once per forward."""
+
+    cu_seqlens: torch.Tensor  # [B + 1] int32
+    max_seqlen: int
+    rel_index: torch.Tensor | None  # relative-position bucket table, shared by all layers
+
+    @classmethod
+    def from_positions(cls, positions: torch.Tensor, span: int, buckets: int, max_rel: int):
+        starts = torch.nonzero(positions == 0, as_tuple=False).flatten()
+        total = torch.tensor([positions.numel()], device=positions.device)
+        cu = torch.cat((starts, total)).to(torch.int32)
+        max_seqlen = int((cu[1:] - cu[:-1]).max().item()) if starts.numel() else 0
+        rel_index = None
+        if span and max_seqlen:
+            rel_index = relative_position_index(
+                max_seqlen, span, buckets, max_rel, positions.device
+            )
+        return cls(cu, max_seqlen, rel_index)
+
+    def pad(self, packed: torch.Tensor) -> torch.Tensor:
+        """``[T, C]`` -> ``[B, L, C]`` with zeros past each sequence's end."""
+        lengths = (self.cu_seqlens[1:] - self.cu_seqlens[:-1]).long()
+        batch, length = lengths.numel(), self.max_seqlen
+        seq = torch.repeat_interleave(torch.arange(batch, device=packed.device), lengths)
+        starts = self.cu_seqlens[:-1].long()[seq]
+        flat = seq * length + torch.arange(packed.shape[0], device=packed.device) - starts
+        out = packed.new_zeros(batch * length, packed.shape[-1])
+        out[flat] = packed
+        self._flat = flat
+        return out.view(batch, length, -1)
+
+    def unpad(self, padded: torch.Tensor) -> torch.Tensor:
+        return padded.reshape(-1, padded.shape[-1])[self._flat]
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with bias through the fused kernel (DeBERTa's eps is 1e-7)."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size))
+        self.bias = nn.Parameter(torch.zeros(size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fused_layernorm(x, self.weight, self.bias, self.eps)
+
+    def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return fused_add_layernorm(x, residual, self.weight, self.bias, self.eps)[0]
+
+
+class Embeddings(nn.Module):
+    def __init__(self, config) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.embedding_size = getattr(config, "embedding_size", None) or hidden
+        self.word_embeddings = VocabParallelEmbedding(config.vocab_size, self.embedding_size)
+        self.position_embeddings = None
+        if getattr(config, "position_biased_input", True):
+            self.position_embeddings = nn.Embedding(
+                config.max_position_embeddings, self.embedding_size
+            )
+        self.token_type_embeddings = None
+        if config.type_vocab_size > 0:
+            # vLLM passes no token types: HF's default (all zeros) adds row 0 to every token.
+            self.token_type_embeddings = nn.Embedding(config.type_vocab_size, self.embedding_size)
+        self.embed_proj = None
+        if self.embedding_size != hidden:
+            self.embed_proj = nn.Linear(self.embedding_size, hidden, bias=False)
+        self.LayerNorm = LayerNorm(hidden, config.layer_norm_eps)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = self.word_embeddings(input_ids)
+        if self.position_embeddings is not None:
+            x = x + self.position_embeddings(positions.long())
+        if self.token_type_embeddings is not None:
+            x = x + self.token_type_embeddings.weight[0]
+        if self.embed_proj is not None:
+            x = self.embed_proj(x)
+        return self.LayerNorm(x)
+
+
+class SelfAttention(nn.Module):
+    """Q/K/V (and optional separate position) projections; weights named as in HF."""
+
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_dim = getattr(config, "attention_head_size", None) or hidden // self.num_heads
+        width = self.num_heads * self.head_dim
+        for name in ("query_proj", "key_proj", "value_proj"):
+            setattr(self, name, ColumnParallelLinear(hidden, width, bias=True,
+                                                     prefix=f"{prefix}.{name}"))  # fmt: skip
+        types = config.pos_att_type or []
+        if isinstance(types, str):
+            types = [t.strip() for t in types.lower().split("|")]
+        self.relative = bool(getattr(config, "relative_attention", False))
+        # HF counts c2p / p2c in the scale even when relative attention is off.
+        self.scale_factor = 1 + ("c2p" in types) + ("p2c" in types)
+        self.c2p = self.relative and "c2p" in types
+        self.p2c = self.relative and "p2c" in types
+        self.share_att_key = bool(getattr(config, "share_att_key", False))
+        if self.relative and not self.share_att_key:
+            if self.c2p:
+                self.pos_key_proj = ColumnParallelLinear(
+                    hidden, width, bias=True, prefix=f"{prefix}.pos_key_proj"
+                )
+            if self.p2c:
+                self.pos_query_proj = ColumnParallelLinear(
+                    hidden, width, bias=True, prefix=f"{prefix}.pos_query_proj"
+                )
+
+    def forward(
+        self, x: torch.Tensor, rel_embeddings: torch.Tensor | None, packed: PackedSequences
+    ) -> torch.Tensor:
+        def heads(t: torch.Tensor) -> torch.Tensor:  # this rank's heads under TP
+            return t.view(t.shape[0], -1, self.head_dim)
+
+        q = heads(self.query_proj(x)[0])
+        k = heads(self.key_proj(x)[0])
+        v = heads(self.value_proj(x)[0])
+        pos_key = pos_query = None
+        if self.c2p:
+            proj = self.key_proj if self.share_att_key else self.pos_key_proj
+            pos_key = heads(proj(rel_embeddings)[0])
+        if self.p2c:
+            proj = self.query_proj if self.share_att_key else self.pos_query_proj
+            pos_query = heads(proj(rel_embeddings)[0])
+        out = flash_deberta_attention(
+            q, k, v, packed.cu_seqlens, packed.max_seqlen, pos_key, pos_query,
+            scale_factor=self.scale_factor, rel_index=packed.rel_index,
+        )  # fmt: skip
+        return out.reshape(out.shape[0], -1)
+
+
+class DenseAddNorm(nn.Module):
+    """HF's ``*Output``: ``LayerNorm(dense(x) + residual)``."""
+
+    def __init__(self, in_size: int, hidden: int, eps: float, prefix: str = "") -> None:
+        super().__init__()
+        self.dense = RowParallelLinear(in_size, hidden, bias=True, prefix=f"{prefix}.dense")
+        self.LayerNorm = LayerNorm(hidden, eps)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm.add_and_norm(self.dense(x)[0], residual)
+
+
+class Attention(nn.Module):
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        width = config.num_attention_heads * (
+            getattr(config, "attention_head_size", None)
+            or config.hidden_size // config.num_attention_heads
+        )
+        self.self = SelfAttention(config, prefix=f"{prefix}.self")
+        self.output = DenseAddNorm(
+            width, config.hidden_size, config.layer_norm_eps, f"{prefix}.output"
+        )
+
+    def forward(self, x, rel_embeddings, packed) -> torch.Tensor:
+        return self.output(self.self(x, rel_embeddings, packed), x)
+
+
+class Intermediate(nn.Module):
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        self.dense = ColumnParallelLinear(
+            config.hidden_size, config.intermediate_size, bias=True, prefix=f"{prefix}.dense"
+        )
+        self.act = activation(config.hidden_act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.dense(x)[0])
+
+
+class Layer(nn.Module):
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        self.attention = Attention(config, prefix=f"{prefix}.attention")
+        self.intermediate = Intermediate(config, prefix=f"{prefix}.intermediate")
+        self.output = DenseAddNorm(
+            config.intermediate_size, config.hidden_size, config.layer_norm_eps, f"{prefix}.output"
+        )
+
+    def forward(self, x, rel_embeddings, packed) -> torch.Tensor:
+        attn = self.attention(x, rel_embeddings, packed)
+        return self.output(self.intermediate(attn), attn)
+
+
+class ConvLayer(nn.Module):
+    """DeBERTa-v2's convolution beside layer 0 (``conv_kernel_size`` > 0), per sequence."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        size = config.conv_kernel_size
+        self.conv = nn.Conv1d(
+            config.hidden_size, config.hidden_size, size, padding=(size - 1) // 2,
+            groups=getattr(config, "conv_groups", 1),
+        )  # fmt: skip
+        self.act = activation(getattr(config, "conv_act", "tanh"))
+        self.LayerNorm = LayerNorm(config.hidden_size, config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor, packed: PackedSequences):
+        # Padding each sequence with zeros keeps the kernel from reaching into its neighbours,
+        # as HF's zero padding and masked embeddings do.
+        out = self.conv(packed.pad(x).transpose(1, 2)).transpose(1, 2)
+        return self.LayerNorm.add_and_norm(self.act(packed.unpad(out)), residual)
+
+
+class Encoder(nn.Module):
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(
+            Layer(config, prefix=f"{prefix}.layer.{i}") for i in range(config.num_hidden_layers)
+        )
+        self.relative_attention = bool(getattr(config, "relative_attention", False))
+        max_rel = getattr(config, "max_relative_positions", -1)
+        self.max_relative_positions = max_rel if max_rel >= 1 else config.max_position_embeddings
+        self.position_buckets = getattr(config, "position_buckets", -1)
+        self.span = 0
+        if self.relative_attention:
+            self.span = (
+                self.position_buckets if self.position_buckets > 0 else self.max_relative_positions
+            )
+            self.rel_embeddings = nn.Embedding(2 * self.span, config.hidden_size)
+        norm_rel = str(getattr(config, "norm_rel_ebd", "none") or "none").lower()
+        self.norm_rel_ebd = "layer_norm" in [x.strip() for x in norm_rel.split("|")]
+        if self.norm_rel_ebd:
+            self.LayerNorm = LayerNorm(config.hidden_size, config.layer_norm_eps)
+        self.conv = ConvLayer(config) if getattr(config, "conv_kernel_size", 0) > 0 else None
+
+    def rel_embedding(self) -> torch.Tensor | None:
+        if not self.relative_attention:
+            return None
+        rel = self.rel_embeddings.weight
+        return self.LayerNorm(rel) if self.norm_rel_ebd else rel
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        packed = PackedSequences.from_positions(
+            positions, self.span, self.position_buckets, self.max_relative_positions
+        )
+        rel = self.rel_embedding()
+        embedded = x
+        for i, layer in enumerate(self.layer):
+            x = layer(x, rel, packed)
+            if i == 0 and self.conv is not None:
+                x = self.conv(embedded, x, packed)
+        return x
+
+
+class DebertaV2Encoder(nn.Module):
+    """Embeddings -> DeBERTa layers on vLLM's packed ``[T]`` token batch."""
+
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.encoder = Encoder(config, prefix=f"{prefix}.encoder" if prefix else "encoder")
+
+    def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.embeddings.word_embeddings(input_ids)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``[T]`` ids and per-sequence positions -> ``[T, hidden]`` last hidden states."""
+        return self.encoder(self.embeddings(input_ids, positions), positions)
+
+    def load_weights(
+        self,
+        weights: Iterable[tuple[str, torch.Tensor]],
+        prefixes: tuple[str, ...] = WEIGHT_PREFIXES,
+    ) -> set[str]:
+        """Load HF ``DebertaV2Model`` names, bare or under one of ``prefixes``.
+
+        Names that match no parameter (task heads, ``position_ids``, a GLiNER checkpoint's
+        other modules) are skipped; the returned set holds the loaded parameter names.
+        """
+        params = dict(self.named_parameters())
+        loaded: set[str] = set()
+        for name, tensor in weights:
+            local = name if name in params else None
+            for prefix in prefixes:
+                if local is None and name.startswith(prefix) and name[len(prefix) :] in params:
+                    local = name[len(prefix) :]
+            if local is None:
+                continue
+            param = params[local]
+            loader = getattr(param, "weight_loader", default_weight_loader)
+            loader(param, tensor)
+            loaded.add(local)
+        missing = set(params) - loaded
+        if missing:
+            logger.warning("DeBERTa weights not found in the checkpoint: %s", sorted(missing))
+        return loaded

@@ -1,0 +1,48 @@
+"""Build (once, cached) the tiny checkpoint and the PyLate reference outputs in PyLate's own
+venv. Used by the tests and the benchmarks; runs in the serving venv.
+
+PyLate 1.6.0 with transformers 5.3.0 has LFM2 (``Lfm2Model``), so this package uses the very
+same PyLate venv as moderncolbert: same name, same install steps (moderncolbert's pinned
+requirement files), hence one cached venv for both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_factory.core.testing.refenv import ReferenceEnv, cached_artifact
+
+REFERENCE = Path(__file__).resolve().parent
+CORPUS = REFERENCE / "corpus.json"
+PYLATE_PINS = REFERENCE.parents[1] / "moderncolbert" / "reference"
+
+
+def pylate_env() -> ReferenceEnv:
+    return ReferenceEnv(
+        "pylate-1.6",
+        [
+            ["-r", str(PYLATE_PINS / "requirements-pylate.txt")],
+            ["--no-deps", "-r", str(PYLATE_PINS / "pylate-nodeps.txt")],
+        ],
+    )
+
+
+def build_checkpoint(target: Path, size: str = "tiny", seed: int = 0) -> Path:
+    pylate_env().ensure().run(
+        REFERENCE / "build_checkpoint.py", "--out", target, "--seed", str(seed), "--size", size
+    )
+    return target
+
+
+def _build(target: Path) -> None:
+    checkpoint = build_checkpoint(target / "checkpoint")
+    pylate_env().ensure().run(
+        REFERENCE / "encode_reference.py", "--library", "pylate", "--checkpoint", checkpoint,
+        "--corpus", CORPUS, "--out", target / "ref-pylate.npz",
+    )  # fmt: skip
+
+
+def reference_dir() -> Path:
+    """``<artifacts>/lfm2_colbert-reference-<hash>/`` with checkpoint/ and ref-pylate.npz."""
+    inputs = sorted(REFERENCE.glob("*.py")) + [CORPUS, PYLATE_PINS / "requirements-pylate.txt"]
+    return cached_artifact("lfm2_colbert-reference", inputs, _build)

@@ -1,0 +1,18 @@
+"""Entry points: vLLM calls these at start-up in every process."""
+
+from vllm_factory.core.registration import io_processor_entry, register_architecture
+from vllm_factory.models.lfm2_colbert import ARCHITECTURE
+
+DISTRIBUTION = "vllm-factory-lfm2-colbert"
+
+
+def register() -> None:
+    register_architecture(
+        DISTRIBUTION, ARCHITECTURE, "vllm_factory.models.lfm2_colbert.model:Lfm2ColBERT"
+    )
+
+
+def io_processor() -> str:
+    return io_processor_entry(
+        DISTRIBUTION, "vllm_factory.models.lfm2_colbert.io_processor.Lfm2ColBERTIOProcessor"
+    )

@@ -1,0 +1,87 @@
+"""Request handling against the running server: batching, truncation, bad input."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+
+VALID = {"text": ["Late interaction keeps one vector per token.", "Short one."]}
+
+
+def test_batch_equals_one_request_per_text(encode, corpus):
+    documents = corpus["documents"][:6]
+    batched = encode(documents, is_query=False)
+    for text, together in zip(documents, batched):
+        (alone,) = encode(text, is_query=False)
+        np.testing.assert_allclose(alone, together, atol=1e-5)
+
+
+@pytest.mark.parametrize("is_query", [True, False])
+def test_base64_encoding_decodes_to_the_float_vectors(server, encode, corpus, is_query):
+    texts = corpus["queries" if is_query else "documents"][:4]
+    floats = encode(texts, is_query=is_query)
+    response = server.pooling({"text": texts, "is_query": is_query, "encoding_format": "base64"})
+    assert response.status_code == 200, response.text
+    for item, expected in zip(response.json()["data"], floats):
+        raw = base64.b64decode(item["embeddings"])
+        vectors = np.frombuffer(raw, dtype="<f4").reshape(item["num_tokens"], item["dim"])
+        assert vectors.shape == expected.shape
+        # Two requests are two forwards: vLLM may batch them differently, and the CPU
+        # attention kernel's summation order follows the batch (seen: 1.5e-7 apart).
+        np.testing.assert_allclose(vectors, expected, rtol=0, atol=1e-6)
+
+
+def test_single_text_gives_one_result(encode):
+    (result,) = encode("What is ColBERT?", is_query=True)
+    assert result.shape[0] == 32  # padded to the checkpoint's query_length by expansion
+    np.testing.assert_allclose(np.linalg.norm(result, axis=1), 1.0, atol=1e-5)
+
+
+def test_huge_text_is_truncated_to_document_length(encode):
+    (result,) = encode("retrieval " * 10_000, is_query=False)  # 100,000 characters
+    assert 0 < result.shape[0] <= 96  # the tiny checkpoint's document_length
+
+
+BAD_REQUESTS = [
+    ({}, "data.text"),
+    ({"text": 3}, "data.text"),
+    ({"text": None}, "data.text"),
+    ({"text": ""}, "data.text"),
+    ({"text": "   "}, "data.text"),
+    ({"text": []}, "data.text"),
+    ({"text": ["fine", 7]}, "data.text"),
+    ({"text": ["fine", ""]}, "data.text"),
+    ({"text": "x", "is_query": "yes"}, "data.is_query"),
+    ({"text": "x", "is_query": 1}, "data.is_query"),
+    ({"text": "x", "unknown": 1}, "data.unknown"),
+    ({"text": "x", "encoding_format": "bytes"}, "data.encoding_format"),
+    ({"text": ["x"] * 1025}, "data.text"),
+    ({"text": "x" * 1_000_001}, "data.text"),
+    ("just a string", "data"),
+]
+
+
+def test_bad_input_gets_4xx_naming_the_field_and_server_keeps_serving(server, encode):
+    before = encode(VALID["text"], is_query=False)
+    for data, field in BAD_REQUESTS:
+        response = server.pooling(data)
+        assert 400 <= response.status_code < 500, (data, response.status_code, response.text)
+        error = response.json()["error"]
+        assert field in error["message"], (data, error)
+        after = encode(VALID["text"], is_query=False)
+        for old, new in zip(before, after):
+            np.testing.assert_allclose(old, new, atol=1e-6)
+    assert server.is_alive()
+
+
+def test_missing_data_is_a_4xx(server):
+    response = server.post("/pooling", {"model": server.model})
+    assert 400 <= response.status_code < 500
+
+
+@pytest.mark.parametrize("is_query", [True, False])
+def test_vectors_are_normalised(encode, is_query):
+    for vectors in encode(["Normalisation check, with punctuation!"], is_query=is_query):
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)

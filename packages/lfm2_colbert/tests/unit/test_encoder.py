@@ -1,0 +1,63 @@
+"""Our packed LFM2 encoder vs transformers' ``Lfm2Model`` (random weights, fp32, no vLLM)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+from vllm_factory.models.lfm2_colbert.encoder import Lfm2Encoder
+
+
+def random_lfm2(conv_bias: bool = False):
+    config = transformers.Lfm2Config(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        layer_types=["conv", "full_attention", "conv", "full_attention"],
+        block_multiple_of=32,
+        conv_bias=conv_bias,
+        initializer_range=0.1,
+    )
+    torch.manual_seed(0)
+    reference = transformers.Lfm2Model(config).eval()
+    with torch.no_grad():
+        for name, param in reference.named_parameters():
+            if "conv.conv" in name or "norm" in name or name.endswith("bias"):
+                param.normal_(1.0 if "norm" in name else 0.0, 0.5)
+    ours = Lfm2Encoder(config).eval()
+    loaded = ours.load_weights((f"model.{n}", t) for n, t in reference.state_dict().items())
+    assert loaded == {name for name, _ in ours.named_parameters()}
+    return reference, ours
+
+
+def packed(lengths: list[int]) -> torch.Tensor:
+    return torch.cat([torch.arange(n) for n in lengths])
+
+
+@pytest.mark.parametrize("conv_bias", [False, True])
+def test_packed_sequences_match_one_by_one(conv_bias):
+    reference, ours = random_lfm2(conv_bias)
+    lengths = [5, 9, 9, 1, 17, 2]
+    ids = [torch.randint(3, 300, (n,)) for n in lengths]
+    with torch.no_grad():
+        got = ours(torch.cat(ids), packed(lengths))
+        want = torch.cat([reference(input_ids=i[None]).last_hidden_state[0] for i in ids])
+    torch.testing.assert_close(got, want, rtol=0, atol=2e-5)
+
+
+def test_hidden_tokens_match_a_padded_batch():
+    """Trailing tokens with attention_mask 0 in a batch of two rows (PyLate's expanded
+    queries): invisible as keys, convolution input zeroed."""
+    reference, ours = random_lfm2()
+    ids = torch.randint(3, 300, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[0, 7:] = 0
+    mask[1, 10:] = 0
+    with torch.no_grad():
+        want = reference(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = ours(ids.flatten(), packed([12, 12]), hidden_tokens=(mask == 0).flatten())
+    torch.testing.assert_close(got, want.reshape(24, -1), rtol=0, atol=2e-5)
