@@ -32,7 +32,8 @@ from transformers import DebertaV2Config, DebertaV2Model, DebertaV2Tokenizer
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[1] / "mmbert_gliner" / "reference"
 sys.path.insert(0, str(SHARED))
-from build_checkpoint import HELD_OUT, extra_text, save_gliner  # noqa: E402 (mmbert_gliner's)
+# mmbert_gliner's builder: the corpus extras and the shared gliner assembly step.
+from build_checkpoint import HELD_OUT, extra_text, save_gliner
 
 sys.path.remove(str(SHARED))
 
@@ -68,7 +69,8 @@ def train_tokenizer(texts: list[str], vocab_size: int, max_length: int) -> Deber
         vocab_size=vocab_size, special_tokens=SPECIALS, unk_token="[UNK]", shrinking_factor=0.75
     )
     trainer_tok.train_from_iterator(texts, trainer=trainer)
-    vocab = [(piece, float(score)) for piece, score in json.loads(trainer_tok.to_str())["model"]["vocab"]]
+    pieces = json.loads(trainer_tok.to_str())["model"]["vocab"]
+    vocab = [(piece, float(score)) for piece, score in pieces]
     assert [p for p, _ in vocab[: len(SPECIALS)]] == SPECIALS, vocab[:8]
     tok = DebertaV2Tokenizer(vocab=vocab, model_max_length=max_length)
     # Stated explicitly (as converted DeBERTa-v3 tokenizer.json files do): transformers
