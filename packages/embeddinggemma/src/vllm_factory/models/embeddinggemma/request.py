@@ -1,0 +1,43 @@
+"""The EmbeddingGemma request body (``data`` of POST /pooling); no vLLM import.
+
+Checks that need the checkpoint (prompt names, Matryoshka sizes) are done by the
+IOProcessor after this model has validated the shape of the request.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+MAX_TEXTS_PER_REQUEST = 1024
+# Longer texts would only be truncated after an expensive tokenization.
+MAX_CHARS_PER_TEXT = 1_000_000
+
+
+class EmbeddingGemmaRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str | list[str]
+    # A key of the checkpoint's ``prompts`` (e.g. "query", "document"); None: the checkpoint's
+    # default prompt, or none.
+    prompt_name: str | None = None
+    # One of the checkpoint's Matryoshka sizes; None: the full dimension.
+    dimensions: int | None = None
+
+    @field_validator("text")
+    @classmethod
+    def _check_text(cls, value: str | list[str]) -> str | list[str]:
+        texts = [value] if isinstance(value, str) else value
+        if not texts:
+            raise ValueError("must hold at least one text")
+        if len(texts) > MAX_TEXTS_PER_REQUEST:
+            raise ValueError(f"at most {MAX_TEXTS_PER_REQUEST} texts per request")
+        for text in texts:
+            if not text.strip():
+                raise ValueError("texts must not be empty or whitespace only")
+            if len(text) > MAX_CHARS_PER_TEXT:
+                raise ValueError(f"texts must be at most {MAX_CHARS_PER_TEXT} characters")
+        return value
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.text] if isinstance(self.text, str) else list(self.text)

@@ -1,0 +1,272 @@
+"""mT5 / T5 encoder stack from vLLM's parallel layers, on vLLM's packed token batch.
+
+Shared token embedding (not scaled) -> N pre-norm blocks (RMS norm, unscaled self-attention
+with the relative position bias of the first block, RMS norm, feed-forward) -> final RMS
+norm. Dropout is ignored (inference only). Weight names are mapped from Hugging Face's
+``T5EncoderModel`` / ``MT5EncoderModel`` (also accepted inside a full T5 checkpoint or a
+GLiNER checkpoint) in ``load_weights``.
+
+fp16: T5 activations are known to overflow fp16 (mT5 especially); Hugging Face clamps the
+residual stream to the fp16 range after each sublayer, and so do we in fp16. We serve fp32
+and bf16, where none of this applies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from vllm import _custom_ops as vllm_ops
+from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
+from vllm.model_executor.layers.linear import (
+    ColumnParallelLinear,
+    MergedColumnParallelLinear,
+    QKVParallelLinear,
+    RowParallelLinear,
+)
+from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+from vllm_factory.backbones.mt5.attention import SequenceGroups
+from vllm_factory.backbones.mt5.position_bias import position_bias
+from vllm_factory.kernels import fused_geglu
+
+# Where GLiNER stores its text encoder's Hugging Face model in a checkpoint.
+GLINER_PREFIX = "token_rep_layer.bert_layer.model."
+DEFAULT_PREFIXES = ("", GLINER_PREFIX)
+
+_ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "swish": F.silu,
+}
+_GELU_APPROXIMATION = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+
+
+def feed_forward_kind(config) -> tuple[bool, str]:
+    """(gated, activation name) from ``feed_forward_proj``, read as Hugging Face reads it."""
+    proj = str(getattr(config, "feed_forward_proj", "relu"))
+    parts = proj.split("-")
+    gated = len(parts) == 2 and parts[0] == "gated"
+    act = "gelu_new" if proj == "gated-gelu" else parts[-1]
+    if len(parts) > 2 or (len(parts) == 2 and not gated) or act not in _ACTIVATIONS:
+        raise ValueError(f"unsupported feed_forward_proj {proj!r}")
+    return gated, act
+
+
+def _clamp_fp16(x: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's fp16 guard: pull infinities back into the fp16 range."""
+    top = torch.finfo(torch.float16).max
+    limit = torch.where(torch.isinf(x).any(), top - 1000, top)
+    return torch.clamp(x, min=-limit, max=limit)
+
+
+class RMSNorm(nn.Module):
+    """T5's layer norm: scale only, no mean subtraction, no bias; variance in fp32."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float16:  # the Hugging Face arithmetic, for its fp16 clamping
+            variance = x.float().pow(2).mean(-1, keepdim=True)
+            return self.weight * (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype)
+        out = torch.empty_like(x)
+        vllm_ops.rms_norm(out, x.contiguous(), self.weight, self.eps)
+        return out
+
+    def add_and_norm(
+        self, x: torch.Tensor, residual: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(norm(residual + x), residual + x)``; may overwrite both inputs."""
+        if x.dtype == torch.float16:
+            residual = _clamp_fp16(residual + x)
+            return self(residual), residual
+        vllm_ops.fused_add_rms_norm(x, residual, self.weight, self.eps)  # in place
+        return x, residual
+
+
+class Attention(nn.Module):
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        self.head_dim = config.d_kv  # T5: inner_dim = heads * d_kv need not be d_model
+        inner = config.num_heads * config.d_kv
+        self.qkv = QKVParallelLinear(
+            config.d_model, self.head_dim, config.num_heads, bias=False, prefix=f"{prefix}.qkv"
+        )
+        self.o = RowParallelLinear(inner, config.d_model, bias=False, prefix=f"{prefix}.o")
+
+    def forward(self, hidden_states: torch.Tensor, groups: SequenceGroups) -> torch.Tensor:
+        qkv, _ = self.qkv(hidden_states)
+        heads = qkv.shape[1] // (3 * self.head_dim)  # this rank's heads
+        q, k, v = qkv.view(-1, 3, heads, self.head_dim).unbind(1)
+        return self.o(groups.attend(q, k, v))[0]
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        self.gated, act = feed_forward_kind(config)
+        d_model, d_ff = config.d_model, config.d_ff
+        if self.gated:  # wi_0 (activated) and wi_1 as the two halves of one projection
+            self.wi = MergedColumnParallelLinear(
+                d_model, [d_ff, d_ff], bias=False, prefix=f"{prefix}.wi"
+            )
+        else:
+            self.wi = ColumnParallelLinear(d_model, d_ff, bias=False, prefix=f"{prefix}.wi")
+        self.wo = RowParallelLinear(d_ff, d_model, bias=False, prefix=f"{prefix}.wo")
+        self.act = _ACTIVATIONS[act]
+        self.gelu_approximation = _GELU_APPROXIMATION.get(act) if self.gated else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.wi(x)[0]
+        if self.gelu_approximation is not None:
+            h = fused_geglu(h, self.gelu_approximation)
+        elif self.gated:
+            gate, up = h.chunk(2, dim=-1)
+            h = self.act(gate) * up
+        else:
+            h = self.act(h)
+        return self.wo(h)[0]
+
+
+class Block(nn.Module):
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        eps = config.layer_norm_epsilon
+        self.attn_norm = RMSNorm(config.d_model, eps)
+        self.attn = Attention(config, prefix=f"{prefix}.attn")
+        self.ff_norm = RMSNorm(config.d_model, eps)
+        self.ff = FeedForward(config, prefix=f"{prefix}.ff")
+
+
+# Hugging Face encoder names (after the prefix) -> (our parameter, shard id)
+_BLOCK = r"encoder\.block\.(\d+)\.layer\."
+_NAME_MAP: list[tuple[re.Pattern[str], str, str | int | None]] = [
+    (re.compile(r"(?:shared|encoder\.embed_tokens)\.weight"), "shared.weight", None),
+    (re.compile(_BLOCK + r"0\.SelfAttention\.([qkv])\.weight"), r"blocks.\1.attn.qkv.weight", 2),
+    (re.compile(_BLOCK + r"0\.SelfAttention\.o\.weight"), r"blocks.\1.attn.o.weight", None),
+    (
+        re.compile(r"encoder\.block\.0\.layer\.0\.SelfAttention\.relative_attention_bias\.weight"),
+        "relative_attention_bias.weight",
+        None,
+    ),
+    (re.compile(_BLOCK + r"0\.layer_norm\.weight"), r"blocks.\1.attn_norm.weight", None),
+    (re.compile(_BLOCK + r"1\.layer_norm\.weight"), r"blocks.\1.ff_norm.weight", None),
+    (re.compile(_BLOCK + r"1\.DenseReluDense\.wi_([01])\.weight"), r"blocks.\1.ff.wi.weight", 2),
+    (re.compile(_BLOCK + r"1\.DenseReluDense\.wi\.weight"), r"blocks.\1.ff.wi.weight", None),
+    (re.compile(_BLOCK + r"1\.DenseReluDense\.wo\.weight"), r"blocks.\1.ff.wo.weight", None),
+    (re.compile(r"encoder\.final_layer_norm\.weight"), "final_norm.weight", None),
+]
+
+
+def map_hf_name(name: str) -> tuple[str, str | int | None] | None:
+    """Our parameter name and shard id for a Hugging Face encoder weight name (no prefix),
+    or None for weights the encoder does not use (decoder, LM head, ...)."""
+    for pattern, target, shard_group in _NAME_MAP:
+        match = pattern.fullmatch(name)
+        if match is None:
+            continue
+        shard = None
+        if shard_group is not None:
+            shard = match.group(shard_group)
+            shard = int(shard) if shard.isdigit() else shard
+        return match.expand(target), shard
+    return None
+
+
+class MT5Encoder(nn.Module):
+    """Embedding -> N blocks -> final norm, on vLLM's packed ``[T]`` token batch."""
+
+    def __init__(self, config, prefix: str = "") -> None:
+        super().__init__()
+        self.config = config
+        self.num_buckets = config.relative_attention_num_buckets
+        self.max_distance = getattr(config, "relative_attention_max_distance", 128)
+        self.shared = VocabParallelEmbedding(config.vocab_size, config.d_model)
+        # T5 keeps the table in block 0 and shares its bias with every block; replicated
+        # here, each tensor-parallel rank reads its own heads' columns.
+        self.relative_attention_bias = nn.Embedding(self.num_buckets, config.num_heads)
+        self.blocks = nn.ModuleList(
+            Block(config, prefix=f"{prefix}.blocks.{i}") for i in range(config.num_layers)
+        )
+        self.final_norm = RMSNorm(config.d_model, config.layer_norm_epsilon)
+        tp_size = get_tensor_model_parallel_world_size()
+        self.local_heads = config.num_heads // tp_size
+        first = get_tensor_model_parallel_rank() * self.local_heads
+        self._heads = slice(first, first + self.local_heads)
+        self.min_fill: float | None = None  # grouping policy; None: per device (attention.py)
+
+    def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.shared(input_ids)
+
+    def position_bias(self, length: int, dtype: torch.dtype) -> torch.Tensor:
+        """``[local heads, length, length]`` relative position bias."""
+        table = self.relative_attention_bias.weight
+        bias = position_bias(table, length, self.num_buckets, self.max_distance, self._heads)
+        return bias.to(dtype)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        positions: torch.Tensor,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``[T]`` packed ids (whole sequences, each from position 0) -> ``[T, d_model]``."""
+        if inputs_embeds is None:
+            residual = self.shared(input_ids)
+        else:
+            residual = inputs_embeds.clone()  # the residual stream is updated in place
+        dtype = residual.dtype
+        groups = SequenceGroups.from_positions(
+            positions,
+            lambda length: self.position_bias(length, dtype),
+            self.local_heads,
+            self.min_fill,
+        )
+        hidden = self.blocks[0].attn_norm(residual)
+        norms = [*(block.attn_norm for block in self.blocks[1:]), self.final_norm]
+        for block, next_norm in zip(self.blocks, norms):
+            attn = block.attn(hidden, groups)
+            hidden, residual = block.ff_norm.add_and_norm(attn, residual)
+            hidden, residual = next_norm.add_and_norm(block.ff(hidden), residual)
+        return hidden
+
+    def load_weights(
+        self,
+        weights: Iterable[tuple[str, torch.Tensor]],
+        prefixes: Sequence[str] = DEFAULT_PREFIXES,
+    ) -> set[str]:
+        """Load Hugging Face ``(M)T5EncoderModel`` names, bare or behind one of ``prefixes``
+        (by default also GLiNER's ``token_rep_layer.bert_layer.model.``). Anything else
+        (decoder, LM head, a GLiNER head, a labels encoder) is skipped. Returns the names
+        of our parameters that were loaded."""
+        params = dict(self.named_parameters())
+        loaded: set[str] = set()
+        for name, tensor in weights:
+            mapped = None
+            for prefix in prefixes:
+                if name.startswith(prefix):
+                    mapped = map_hf_name(name[len(prefix) :])
+                    if mapped is not None:
+                        break
+            if mapped is None:
+                continue
+            target, shard = mapped
+            param = params.get(target)
+            if param is None:
+                continue  # e.g. a block beyond num_layers
+            loader = getattr(param, "weight_loader", default_weight_loader)
+            if shard is None:
+                loader(param, tensor)
+            else:
+                loader(param, tensor, shard)
+            loaded.add(target)
+        return loaded

@@ -1,0 +1,115 @@
+"""The packed encoder against Hugging Face's (M)T5EncoderModel on tiny random checkpoints."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import MT5Config, MT5EncoderModel, T5Config, T5EncoderModel
+from transformers.models.t5.modeling_t5 import T5Attention
+from vllm_factory.backbones.mt5 import GLINER_PREFIX, MT5Encoder, relative_position_bucket
+
+# Several beyond max_distance (16), equal lengths adjacent (40, 40) and apart (17, 17).
+LENGTHS = [5, 40, 40, 17, 70, 1, 17, 23]
+
+
+@pytest.mark.parametrize(("num_buckets", "max_distance"), [(32, 128), (8, 16), (16, 20)])
+def test_bucket_matches_hugging_face(num_buckets, max_distance):
+    relative = torch.arange(-600, 601)[None, :]
+    expected = T5Attention._relative_position_bucket(
+        relative, bidirectional=True, num_buckets=num_buckets, max_distance=max_distance
+    )
+    assert torch.equal(relative_position_bucket(relative, num_buckets, max_distance), expected)
+
+
+def tiny_checkpoint(tmp_path, mt5: bool, d_kv: int):
+    """A random (M)T5 encoder saved in its real layout; inner dim heads * d_kv != d_model."""
+    torch.manual_seed(0)
+    config_cls, model_cls = (MT5Config, MT5EncoderModel) if mt5 else (T5Config, T5EncoderModel)
+    config = config_cls(
+        vocab_size=300,
+        d_model=96,
+        d_kv=d_kv,
+        d_ff=80,
+        num_layers=3,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+        feed_forward_proj="gated-gelu" if mt5 else "relu",
+        dropout_rate=0.0,
+    )
+    model = model_cls(config).eval()
+    with torch.no_grad():  # random init leaves the bias table tiny; make it matter
+        bias = model.encoder.block[0].layer[0].SelfAttention.relative_attention_bias
+        bias.weight.normal_(0.0, 1.0)
+    model.save_pretrained(tmp_path)
+    return config, model, load_file(tmp_path / "model.safetensors")
+
+
+def build_encoder(vllm_context, config, weights, prefixes, dtype=torch.float32):
+    """Construct, load and post-process as vLLM's loader does (CPU gemm setup included)."""
+
+    def make():
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)  # vLLM builds parameters in the model dtype
+        try:
+            encoder = MT5Encoder(config, prefix="model").eval()
+        finally:
+            torch.set_default_dtype(default)
+        loaded = encoder.load_weights(weights, prefixes=prefixes)
+        for module in encoder.modules():
+            method = getattr(module, "quant_method", None)
+            if method is not None:
+                method.process_weights_after_loading(module)
+        return encoder, loaded
+
+    return vllm_context(make)
+
+
+def hf_outputs(model, ids: torch.Tensor) -> torch.Tensor:
+    """Each sequence alone (no padding), concatenated: the packed reference."""
+    outs, start = [], 0
+    with torch.no_grad():
+        for length in LENGTHS:
+            piece = ids[start : start + length][None]
+            outs.append(model(input_ids=piece).last_hidden_state[0])
+            start += length
+    return torch.cat(outs)
+
+
+@pytest.mark.parametrize(("mt5", "d_kv"), [(True, 32), (True, 64), (False, 32)])
+@pytest.mark.parametrize("min_fill", [1.0, 0.3])  # exact-length groups; padded groups
+@pytest.mark.parametrize("prefix", ["", GLINER_PREFIX])
+def test_encoder_matches_hugging_face(vllm_context, tmp_path, mt5, d_kv, min_fill, prefix):
+    config, model, state = tiny_checkpoint(tmp_path, mt5, d_kv)
+    ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
+    positions = torch.cat([torch.arange(n) for n in LENGTHS])
+    expected = hf_outputs(model, ids)
+
+    weights = [(prefix + name, tensor) for name, tensor in state.items()]
+    # what a GLiNER checkpoint holds besides its text encoder must be skipped
+    weights += [
+        ("token_rep_layer.labels_encoder.model.shared.weight", torch.zeros(3, 3)),
+        ("span_rep_layer.out_project.weight", torch.zeros(3, 3)),
+    ]
+    encoder, loaded = build_encoder(vllm_context, config, weights, (prefix,))
+    encoder.min_fill = min_fill
+    assert loaded == {name for name, _ in encoder.named_parameters()}
+
+    with torch.no_grad():
+        out = encoder(ids, positions)
+    assert out.shape == (sum(LENGTHS), config.d_model)
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_bf16_runs_close_to_fp32(vllm_context, tmp_path):
+    """We serve bf16 too: the vLLM norm ops and SDPA take it, and stay near fp32."""
+    config, model, state = tiny_checkpoint(tmp_path, True, 32)
+    ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
+    positions = torch.cat([torch.arange(n) for n in LENGTHS])
+    expected = hf_outputs(model, ids)
+    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",), torch.bfloat16)
+    with torch.no_grad():
+        out = encoder(ids, positions).float()
+    cosine = torch.nn.functional.cosine_similarity(out, expected, dim=-1)
+    assert cosine.min() > 0.99
