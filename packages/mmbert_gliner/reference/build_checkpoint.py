@@ -118,6 +118,67 @@ def all_logits(model, pairs: list[tuple[str, list[str]]]) -> torch.Tensor:
     return torch.cat(out)
 
 
+def build_gliner(
+    backbone_dir: Path, s: dict, seed: int, corpus: dict, out: Path, center: bool = False
+) -> None:
+    """gliner's own span model on the saved backbone + tokenizer in ``backbone_dir`` (any
+    encoder gliner supports): add its marker tokens, resize, scale the scores, save to ``out``.
+    ``center``: first shift the label vectors to mean zero (for encoders whose random outputs
+    share a large common direction, which otherwise puts nearly every score near 1).
+    Shared with the other GLiNER packages' reference builders."""
+    # Only the GLiNER venv has it. The span class directly: GLiNER(config) swaps __class__,
+    # which fails on this torch version.
+    from gliner import GLiNER, GLiNERConfig
+    from gliner.model import UniEncoderSpanGLiNER
+
+    config = GLiNERConfig(
+        model_name=str(backbone_dir), hidden_size=s["gliner_hidden"],
+        max_width=s["max_width"], max_len=s["max_len"], span_mode="markerV0",
+        subtoken_pooling="first", num_rnn_layers=1, dropout=0.1,
+        words_splitter_type="whitespace",
+    )  # fmt: skip
+    torch.manual_seed(seed + 1)
+    model = UniEncoderSpanGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
+    model.data_processor.transformer_tokenizer.add_tokens(
+        model._get_special_tokens(), special_tokens=True
+    )
+    model.resize_embeddings()
+    model.eval()
+
+    # Random heads give logits near 0: scale the label projection's last layer (the
+    # logits are linear in it) so that scores cover (0, 1).
+    last = model.model.prompt_rep_layer[-1]
+    if center:
+        label_vectors: list[torch.Tensor] = []
+        hook = model.model.prompt_rep_layer.register_forward_hook(
+            lambda _module, _args, output: label_vectors.append(
+                output.reshape(-1, output.shape[-1])
+            )
+        )
+        all_logits(model, corpus_pairs(corpus))
+        hook.remove()
+        with torch.no_grad():
+            last.bias.sub_(torch.cat(label_vectors).mean(0))
+    std = float(all_logits(model, corpus_pairs(corpus)).std())
+    with torch.no_grad():
+        last.weight.mul_(TARGET_LOGIT_STD / std)
+        last.bias.mul_(TARGET_LOGIT_STD / std)
+    LOG.info("logit std %.4f scaled to %.2f", std, TARGET_LOGIT_STD)
+
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out, safe_serialization=True)
+
+    reloaded = GLiNER.from_pretrained(str(out), local_files_only=True)
+    probs = torch.sigmoid(all_logits(reloaded.eval(), corpus_pairs(corpus)))
+    quantiles = torch.quantile(probs, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99])).tolist()
+    LOG.info(
+        "saved %s; span scores: %d, quantiles 1/10/50/90/99%%: %s; files: %s",
+        out, probs.numel(), [round(q, 3) for q in quantiles],
+        sorted(p.name for p in out.iterdir()),
+    )  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -135,50 +196,11 @@ def main() -> None:
     texts = [t.translate(HELD_OUT) for t in corpus["texts"] + extra_text()]
     tok = train_tokenizer(texts, args.vocab_size, s["model_max_length"])
 
-    # Only the GLiNER venv has it. The span class directly: GLiNER(config) swaps __class__,
-    # which fails on this torch version.
-    from gliner import GLiNER, GLiNERConfig
-    from gliner.model import UniEncoderSpanGLiNER
-
     with tempfile.TemporaryDirectory() as tmp:
         backbone_dir = Path(tmp) / "backbone"
         build_backbone(tok, s, args.seed).save_pretrained(backbone_dir)
         tok.save_pretrained(backbone_dir)
-        config = GLiNERConfig(
-            model_name=str(backbone_dir), hidden_size=s["gliner_hidden"],
-            max_width=s["max_width"], max_len=s["max_len"], span_mode="markerV0",
-            subtoken_pooling="first", num_rnn_layers=1, dropout=0.1,
-            words_splitter_type="whitespace",
-        )  # fmt: skip
-        torch.manual_seed(args.seed + 1)
-        model = UniEncoderSpanGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
-        model.data_processor.transformer_tokenizer.add_tokens(
-            model._get_special_tokens(), special_tokens=True
-        )
-        model.resize_embeddings()
-        model.eval()
-
-        # Random heads give logits near 0: scale the label projection's last layer (the
-        # logits are linear in it) so that scores cover (0, 1).
-        std = float(all_logits(model, corpus_pairs(corpus)).std())
-        last = model.model.prompt_rep_layer[-1]
-        with torch.no_grad():
-            last.weight.mul_(TARGET_LOGIT_STD / std)
-            last.bias.mul_(TARGET_LOGIT_STD / std)
-        LOG.info("logit std %.4f scaled to %.2f", std, TARGET_LOGIT_STD)
-
-        if args.out.exists():
-            shutil.rmtree(args.out)
-        model.save_pretrained(args.out, safe_serialization=True)
-
-    reloaded = GLiNER.from_pretrained(str(args.out), local_files_only=True)
-    probs = torch.sigmoid(all_logits(reloaded.eval(), corpus_pairs(corpus)))
-    quantiles = torch.quantile(probs, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99])).tolist()
-    LOG.info(
-        "saved %s; span scores: %d, quantiles 1/10/50/90/99%%: %s; files: %s",
-        args.out, probs.numel(), [round(q, 3) for q in quantiles],
-        sorted(p.name for p in args.out.iterdir()),
-    )  # fmt: skip
+        build_gliner(backbone_dir, s, args.seed, corpus, args.out)
 
 
 if __name__ == "__main__":
