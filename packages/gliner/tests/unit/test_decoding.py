@@ -45,7 +45,15 @@ def test_ties_keep_row_major_order():
 def test_character_offsets_into_the_original_text():
     text = "  Zoë Müller-Lüdenscheidt, visited São Paulo!"
     words = split_words(text)
-    assert [w.text for w in words] == ["Zoë", "Müller-Lüdenscheidt", ",", "visited", "São", "Paulo", "!"]
+    assert [w.text for w in words] == [
+        "Zoë",
+        "Müller-Lüdenscheidt",
+        ",",
+        "visited",
+        "São",
+        "Paulo",
+        "!",
+    ]
     s = scores(len(words), 3, 2, {(0, 1, 0): 0.9, (4, 1, 1): 0.8})
     entities = to_entities(decode_spans(s, len(words), 0.5), words, ["person", "city"], text)
     assert [(e["text"], e["label"], e["start"], e["end"]) for e in entities] == [

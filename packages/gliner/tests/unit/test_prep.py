@@ -47,7 +47,9 @@ def test_overrides_and_large_file_progress(checkpoint, tmp_path, monkeypatch, ca
         out = prepare(checkpoint, tmp_path / "o", architecture="A", io_processor="b", targets={})
     assert json.loads((out / "config.json").read_text())["architectures"] == ["A"]
     assert "copying model.safetensors:" in caplog.text and "100%" in caplog.text
-    assert (out / "model.safetensors").read_bytes() == (checkpoint / "model.safetensors").read_bytes()
+    assert (out / "model.safetensors").read_bytes() == (
+        checkpoint / "model.safetensors"
+    ).read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -66,7 +68,9 @@ def test_overrides_and_large_file_progress(checkpoint, tmp_path, monkeypatch, ca
         ),
         (
             lambda d: (d / "gliner_config.json").write_text(
-                json.dumps({**GLINER_CONFIG, "encoder_config": {"model_type": "t5", "hidden_size": 4}})
+                json.dumps(
+                    {**GLINER_CONFIG, "encoder_config": {"model_type": "t5", "hidden_size": 4}}
+                )
             ),
             "model_type 't5'",
         ),
@@ -89,7 +93,10 @@ def test_refuses_non_empty_output_unless_forced(checkpoint, tmp_path):
 
 def test_cli_exit_codes(checkpoint, tmp_path):
     assert main([str(tmp_path / "missing"), str(tmp_path / "out")]) == 2
-    assert main([str(checkpoint), str(tmp_path / "o2"), "--architecture", "A", "--io-processor", "b"]) == 0
+    assert (
+        main([str(checkpoint), str(tmp_path / "o2"), "--architecture", "A", "--io-processor", "b"])
+        == 0
+    )
 
 
 def test_installed_model_packages_are_found():

@@ -19,7 +19,9 @@ def test_defaults():
 
 
 def test_integer_thresholds_accepted():
-    assert GLiNERRequest.model_validate({"text": "a", "labels": ["x"], "threshold": 1}).threshold == 1
+    assert (
+        GLiNERRequest.model_validate({"text": "a", "labels": ["x"], "threshold": 1}).threshold == 1
+    )
 
 
 @pytest.mark.parametrize(

@@ -45,9 +45,7 @@ def decode_spans(
     hits = above.nonzero().tolist()  # row-major, like torch.where
     values = scores[above].tolist()  # same order
     candidates = [
-        Candidate(s, s + k, c, score)
-        for (s, k, c), score in zip(hits, values)
-        if s + k < num_words
+        Candidate(s, s + k, c, score) for (s, k, c), score in zip(hits, values) if s + k < num_words
     ]
     candidates.sort(key=lambda cand: -cand.score)
     kept: list[Candidate] = []

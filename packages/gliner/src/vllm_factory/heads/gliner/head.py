@@ -24,7 +24,9 @@ from vllm_factory.heads.gliner.settings import GLiNERSettings
 def projection(width: int, out: int | None = None) -> nn.Sequential:
     """gliner's two-layer MLP (Linear 4x, ReLU, Dropout, Linear); dropout is inert here."""
     out = width if out is None else out
-    return nn.Sequential(nn.Linear(width, out * 4), nn.ReLU(), nn.Dropout(0.0), nn.Linear(out * 4, out))
+    return nn.Sequential(
+        nn.Linear(width, out * 4), nn.ReLU(), nn.Dropout(0.0), nn.Linear(out * 4, out)
+    )
 
 
 class TokenProjection(nn.Module):
@@ -36,7 +38,9 @@ class TokenProjection(nn.Module):
 class WordLSTM(nn.Module):
     def __init__(self, width: int, layers: int) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(width, width // 2, num_layers=layers, bidirectional=True, batch_first=True)
+        self.lstm = nn.LSTM(
+            width, width // 2, num_layers=layers, bidirectional=True, batch_first=True
+        )
 
 
 class MarkerV0(nn.Module):

@@ -97,7 +97,9 @@ def copy_with_progress(source: Path, target: Path) -> None:
             dst.write(chunk)
             done += len(chunk)
             if done / size >= next_report:
-                logger.info("copying %s: %3.0f%% of %.1f GB", source.name, 100 * done / size, size / 1e9)
+                logger.info(
+                    "copying %s: %3.0f%% of %.1f GB", source.name, 100 * done / size, size / 1e9
+                )
                 next_report += 0.1
     shutil.copystat(source, target)
 
