@@ -4,7 +4,7 @@ Runs in the GLiNER reference venv (no hub access):
 
     python build_checkpoint.py --out DIR [--seed 0] [--size tiny|bench]
 
-Steps: train a Unigram (SentencePiece-style) tokenizer on the corpus plus stdlib docstrings
+Steps: train a SentencePiece Unigram tokenizer on the corpus plus stdlib docstrings
 and wrap it in transformers' own ``T5Tokenizer`` (``</s>`` appended, no BOS, no CLS/SEP, as
 real mT5 checkpoints), save a random ``MT5EncoderModel`` and the tokenizer to a temporary
 backbone dir, then hand over to the ModernBERT builder's ``build_gliner`` (gliner's own
@@ -14,6 +14,7 @@ classes: marker tokens, embedding resize, score scaling, ``save_pretrained``).
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import random
@@ -22,8 +23,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import sentencepiece as spm
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import MT5Config, MT5EncoderModel, T5Tokenizer
 
 HERE = Path(__file__).resolve().parent
@@ -52,16 +53,17 @@ SIZES: dict[str, dict] = {
 
 
 def train_tokenizer(texts: list[str], vocab_size: int, max_length: int) -> T5Tokenizer:
-    """Unigram on T5's pre-tokenisation, loaded into transformers' ``T5Tokenizer``."""
-    tok = Tokenizer(models.Unigram())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(prepend_scheme="always")]
-    )
-    trainer = trainers.UnigramTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIALS, unk_token="<unk>", shrinking_factor=0.75
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    vocab = [tuple(item) for item in json.loads(tok.to_str())["model"]["vocab"]]
+    """SentencePiece Unigram (T5's ids: <pad> 0, </s> 1, <unk> 2, no BOS), its pieces and
+    scores loaded into transformers' ``T5Tokenizer``. sentencepiece, not the tokenizers
+    trainer: the latter's Unigram vocabulary differs from run to run."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
+        model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, num_threads=1,
+        character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
+    )  # fmt: skip
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
     assert [piece for piece, _ in vocab[:3]] == SPECIALS, vocab[:3]
     return T5Tokenizer(vocab=vocab, extra_ids=0, model_max_length=max_length)
 
