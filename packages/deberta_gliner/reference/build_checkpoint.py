@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[1] / "mmbert_gliner" / "reference"
 sys.path.insert(0, str(SHARED))
 # mmbert_gliner's builder: the corpus extras and the shared gliner assembly step.
-from build_checkpoint import HELD_OUT, extra_text, save_gliner
+from build_checkpoint import HELD_OUT, build_gliner, extra_text
 
 sys.path.remove(str(SHARED))
 
@@ -119,7 +119,7 @@ def main() -> None:
         backbone_dir = Path(tmp) / "backbone"
         build_backbone(tok, s, args.seed).save_pretrained(backbone_dir)
         tok.save_pretrained(backbone_dir)
-        save_gliner(backbone_dir, s, corpus, args.out, args.seed)
+        build_gliner(backbone_dir, s, args.seed, corpus, args.out)
 
 
 if __name__ == "__main__":

@@ -118,11 +118,14 @@ def all_logits(model, pairs: list[tuple[str, list[str]]]) -> torch.Tensor:
     return torch.cat(out)
 
 
-def save_gliner(backbone_dir: Path, s: dict, corpus: dict, out: Path, seed: int) -> None:
-    """Build ``gliner.GLiNER`` on the saved backbone + tokenizer in ``backbone_dir`` (gliner
-    adds its marker tokens and resizes the embeddings), scale the label projection so that
-    scores spread over (0, 1), and write it to ``out`` with gliner's ``save_pretrained``.
-    Shared with the other GLiNER packages' builders (only the backbone differs)."""
+def build_gliner(
+    backbone_dir: Path, s: dict, seed: int, corpus: dict, out: Path, center: bool = False
+) -> None:
+    """gliner's own span model on the saved backbone + tokenizer in ``backbone_dir`` (any
+    encoder gliner supports): add its marker tokens, resize, scale the scores, save to ``out``.
+    ``center``: first shift the label vectors to mean zero (for encoders whose random outputs
+    share a large common direction, which otherwise puts nearly every score near 1).
+    Shared with the other GLiNER packages' reference builders."""
     # Only the GLiNER venv has it. The span class directly: GLiNER(config) swaps __class__,
     # which fails on this torch version.
     from gliner import GLiNER, GLiNERConfig
@@ -144,8 +147,19 @@ def save_gliner(backbone_dir: Path, s: dict, corpus: dict, out: Path, seed: int)
 
     # Random heads give logits near 0: scale the label projection's last layer (the
     # logits are linear in it) so that scores cover (0, 1).
-    std = float(all_logits(model, corpus_pairs(corpus)).std())
     last = model.model.prompt_rep_layer[-1]
+    if center:
+        label_vectors: list[torch.Tensor] = []
+        hook = model.model.prompt_rep_layer.register_forward_hook(
+            lambda _module, _args, output: label_vectors.append(
+                output.reshape(-1, output.shape[-1])
+            )
+        )
+        all_logits(model, corpus_pairs(corpus))
+        hook.remove()
+        with torch.no_grad():
+            last.bias.sub_(torch.cat(label_vectors).mean(0))
+    std = float(all_logits(model, corpus_pairs(corpus)).std())
     with torch.no_grad():
         last.weight.mul_(TARGET_LOGIT_STD / std)
         last.bias.mul_(TARGET_LOGIT_STD / std)
@@ -186,7 +200,7 @@ def main() -> None:
         backbone_dir = Path(tmp) / "backbone"
         build_backbone(tok, s, args.seed).save_pretrained(backbone_dir)
         tok.save_pretrained(backbone_dir)
-        save_gliner(backbone_dir, s, corpus, args.out, args.seed)
+        build_gliner(backbone_dir, s, args.seed, corpus, args.out)
 
 
 if __name__ == "__main__":

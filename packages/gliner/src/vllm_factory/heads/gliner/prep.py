@@ -33,6 +33,7 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "added_tokens.json", "spm.model", "sentencepiece.bpe.model", "tokenizer.model",
+    "spiece.model",  # T5 / mT5
     "vocab.txt", "vocab.json", "merges.txt", "chat_template.jinja",
 )  # fmt: skip
 COPY_CHUNK = 64 << 20
@@ -110,6 +111,9 @@ def build_config(gliner_config: dict, target: Target) -> dict:
     if int(gliner_config.get("vocab_size", -1)) > 0:
         config["vocab_size"] = int(gliner_config["vocab_size"])
     config.pop("_name_or_path", None)
+    # gliner runs only the encoder of an encoder-decoder config (T5): vLLM must not see one.
+    if config.get("is_encoder_decoder"):
+        config["is_encoder_decoder"] = False
     config["architectures"] = [target.architecture]
     config["io_processor_plugin"] = target.io_processor
     return config

@@ -41,10 +41,25 @@ def _require(config: dict[str, Any], key: str) -> Any:
     return config[key]
 
 
+# Keys of the encoder width in a saved Hugging Face config: T5 / mT5 save ``d_model``
+# (``hidden_size`` is only an attribute alias there).
+ENCODER_WIDTH_KEYS = ("hidden_size", "d_model")
+
+
+def _encoder_width(encoder: Any) -> int | None:
+    if not isinstance(encoder, dict):
+        return None
+    for key in ENCODER_WIDTH_KEYS:
+        if key in encoder:
+            return int(encoder[key])
+    return None
+
+
 def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
     """Validate a ``gliner_config.json`` dict; unsupported variants fail with the reason."""
     encoder = config.get("encoder_config")
-    if not isinstance(encoder, dict) or "hidden_size" not in encoder:
+    encoder_width = _encoder_width(encoder)
+    if encoder_width is None:
         raise UnsupportedGLiNERConfig(
             f"{CONFIG_FILE} has no encoder_config with a hidden_size (saved by an old gliner?)"
         )
@@ -81,7 +96,7 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
         raise UnsupportedGLiNERConfig("class_token_index is -1: the checkpoint was never resized")
     return GLiNERSettings(
         hidden_size=int(_require(config, "hidden_size")),
-        encoder_hidden_size=int(encoder["hidden_size"]),
+        encoder_hidden_size=encoder_width,
         max_width=int(_require(config, "max_width")),
         max_len=int(config.get("max_len", 384)),
         span_mode=span_mode,

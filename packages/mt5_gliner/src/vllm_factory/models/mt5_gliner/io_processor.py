@@ -1,0 +1,8 @@
+"""``mt5_gliner_io``: gliner-exact NER request handling (shared GLiNER package)."""
+
+from vllm_factory.heads.gliner.io_processor import GLiNERIOProcessor
+
+
+class MT5GLiNERIOProcessor(GLiNERIOProcessor):
+    """Nothing mT5-specific: the SentencePiece tokenizer appends ``</s>`` and adds no BOS,
+    exactly as gliner asks it to (see ``set_special_token_flags``)."""

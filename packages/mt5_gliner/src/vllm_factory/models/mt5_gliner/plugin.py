@@ -1,0 +1,18 @@
+"""Entry points: vLLM calls these at start-up in every process."""
+
+from vllm_factory.core.registration import io_processor_entry, register_architecture
+from vllm_factory.models.mt5_gliner import ARCHITECTURE
+
+DISTRIBUTION = "vllm-factory-mt5-gliner"
+
+
+def register() -> None:
+    register_architecture(
+        DISTRIBUTION, ARCHITECTURE, "vllm_factory.models.mt5_gliner.model:MT5GLiNER"
+    )
+
+
+def io_processor() -> str:
+    return io_processor_entry(
+        DISTRIBUTION, "vllm_factory.models.mt5_gliner.io_processor.MT5GLiNERIOProcessor"
+    )

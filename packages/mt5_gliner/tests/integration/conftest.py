@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from vllm_factory.core.testing.server import VllmServer
+from vllm_factory.heads.gliner.prep import prepare
+
+
+@pytest.fixture(scope="session")
+def served_dir(reference_dir: Path) -> Path:
+    """The gliner checkpoint run through vllm-factory-prep (architecture and IOProcessor
+    come from the installed mt5_gliner package)."""
+    out = reference_dir / "served"
+    if out.exists():
+        shutil.rmtree(out)
+    return prepare(reference_dir / "checkpoint", out)
+
+
+@pytest.fixture(scope="session")
+def server(served_dir: Path):
+    """One real vLLM server for the session; no --io-processor-plugin, no --hf-overrides:
+    the prepared config.json names both."""
+    with VllmServer(served_dir) as running:
+        print(f"\nvLLM server healthy after {running.startup_seconds:.1f} s")
+        yield running
+
+
+@pytest.fixture(scope="session")
+def ner(server: VllmServer):
+    """``ner(data)`` -> the response ``data`` list (asserts HTTP 200)."""
+
+    def run(data: dict) -> list:
+        response = server.pooling(data)
+        assert response.status_code == 200, response.text
+        return response.json()["data"]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def reference_scores(reference_dir: Path):
+    data = np.load(reference_dir / "ref-scores.npz")
+    return {key: data[key] for key in data.files}
