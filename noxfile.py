@@ -30,12 +30,16 @@ PACKAGES = [
     "packages/embeddinggemma",
     "packages/gliner",
     "packages/mmbert_gliner",
+    "packages/deberta_gliner",
+    "packages/mt5_gliner",
 ]
 MODEL_DISTRIBUTIONS = {
     "vllm-factory-moderncolbert",
     "vllm-factory-lfm2-colbert",
     "vllm-factory-embeddinggemma",
     "vllm-factory-mmbert-gliner",
+    "vllm-factory-deberta-gliner",
+    "vllm-factory-mt5-gliner",
 }
 # The demo `nox -s build -- --serve` runs from each model wheel's installed venv.
 MODEL_DEMOS = {
@@ -43,6 +47,8 @@ MODEL_DEMOS = {
     "vllm-factory-lfm2-colbert": "packages/lfm2_colbert/examples/demo.py",
     "vllm-factory-embeddinggemma": "packages/embeddinggemma/examples/demo.py",
     "vllm-factory-mmbert-gliner": "packages/mmbert_gliner/examples/demo.py",
+    "vllm-factory-deberta-gliner": "packages/deberta_gliner/examples/demo.py",
+    "vllm-factory-mt5-gliner": "packages/mt5_gliner/examples/demo.py",
 }
 DEFAULT_VLLM = "0.32.0"
 MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
@@ -69,6 +75,8 @@ INTEGRATION_TESTS = [
     "packages/lfm2_colbert/tests",
     "packages/embeddinggemma/tests",
     "packages/mmbert_gliner/tests",
+    "packages/deberta_gliner/tests",
+    "packages/mt5_gliner/tests",
 ]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
 # Reference venvs each package's tests and benchmarks use: (folder of the module, module,
