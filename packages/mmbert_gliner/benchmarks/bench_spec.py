@@ -11,7 +11,9 @@
   0.5}`` with the 5 labels of ``gliner_baseline.LABELS``. No native vLLM model exists.
 - Reference: ``gliner_baseline.py`` (``GLiNER.inference`` on the same texts and labels) at
   batch size 1 and the batch-size sweep; the report gives batch size 1 and the best one.
-- Token counts: the full gliner prompt (``[CLS] <<ENT>> person ... <<SEP>> words [SEP]``).
+- Token counts (corpus lengths, tokens/s): the text's own tokens, i.e. the full gliner prompt
+  (``[CLS] <<ENT>> person ... <<SEP>> words [SEP]``) minus its fixed part (special tokens and
+  the 5-label prompt, the same for every request).
 """
 
 from __future__ import annotations
@@ -103,10 +105,14 @@ class MmBertGLiNERSpec(PluginSpec):
         tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
         prompt = prompt_words(LABELS, settings.ent_token, settings.sep_token)
 
-        @cache
-        def count(text: str) -> int:
-            words = [w.text for w in split_words(text, settings.max_len)]
+        def full(words: list[str]) -> int:
             return len(tokenizer(prompt + words, is_split_into_words=True)["input_ids"])
+
+        overhead = full([])  # special tokens + the label prompt, the same for every text
+
+        @cache
+        def count(text: str) -> int:  # the text's own tokens, so that "short" (8-32) fits
+            return full([w.text for w in split_words(text, settings.max_len)]) - overhead
 
         return count
 
