@@ -163,8 +163,10 @@ def finish_reference_prefetch(session: nox.Session, process: subprocess.Popen | 
 
 
 def run_suites(session: nox.Session, suites: list[str], *args: str) -> None:
+    """Each suite in its own pytest run; posargs go to pytest, except our own ``--ci``."""
+    extra = [arg for arg in session.posargs if arg != "--ci"]
     for suite in suites:
-        session.run(*PYTEST, *args, suite, *session.posargs)
+        session.run(*PYTEST, *args, suite, *extra)
 
 
 @nox.session(python="3.11")
