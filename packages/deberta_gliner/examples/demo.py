@@ -1,52 +1,15 @@
-"""Demo: prepare a tiny GLiNER (DeBERTa-v3 encoder) for vLLM, serve it, extract entities.
-
-Builds the tiny checkpoint offline (gliner's own classes, in its own venv), runs
-``vllm-factory-prep`` on it as a user would, starts a real vLLM OpenAI server on the prepared
-directory (config.json names the architecture and ``deberta_gliner_io``, so no plugin flags),
-sends one NER request and prints the entities. The weights are random: the entities show the
-request/response shape, not a trained model's judgement.
-"""
+"""Demo: prepare a tiny GLiNER (DeBERTa-v3 encoder) with vllm-factory-prep, serve it with vLLM
+(no plugin flags: the prepared config.json names deberta_gliner_io) and extract entities.
+See :mod:`vllm_factory.heads.gliner.demo`."""
 
 from __future__ import annotations
 
-import json
-import logging
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
-import deberta_gliner_reference as reference_build
-from vllm_factory.core.testing.server import VllmServer
-
-TEXT = "Marie Curie worked in Paris with Pierre Curie and won the Nobel Prize in 1903."
-LABELS = ["person", "city", "award", "date"]
-
-
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    checkpoint = reference_build.reference_dir() / "checkpoint"
-    with tempfile.TemporaryDirectory() as tmp:
-        served = Path(tmp) / "served"
-        prep = shutil.which("vllm-factory-prep", path=str(Path(sys.executable).parent))
-        command = [prep] if prep else [sys.executable, "-m", "vllm_factory.heads.gliner.prep"]
-        subprocess.run([*command, str(checkpoint), str(served)], check=True)
-        with VllmServer(served) as server:
-            print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
-            body = {"text": TEXT, "labels": LABELS, "threshold": 0.5}
-            print("POST /pooling", json.dumps({"data": body}))
-            response = server.pooling(body)
-            response.raise_for_status()
-            (entities,) = response.json()["data"]
-            print(f"{len(entities)} entities")
-            for entity in entities:
-                print(
-                    f"  [{entity['start']:>3}, {entity['end']:>3}) {entity['label']:<7}"
-                    f" {entity['score']:.3f}  {entity['text']!r}"
-                )
-
+import deberta_gliner_reference
+from vllm_factory.heads.gliner.demo import run_demo
 
 if __name__ == "__main__":
-    main()
+    run_demo(deberta_gliner_reference)

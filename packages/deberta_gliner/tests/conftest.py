@@ -1,26 +1,30 @@
-"""Fixtures: a tiny gliner checkpoint + reference outputs (built in the gliner venv)."""
+"""Fixtures: the tiny DeBERTa-v3 gliner checkpoint + gliner's outputs (built in the gliner venv),
+then the shared GLiNER suite's session fixtures (prepared checkpoint, one vLLM server)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
-import deberta_gliner_reference as reference_build
+import deberta_gliner_reference
+from vllm_factory.heads.gliner.testing.fixtures import (  # noqa: F401  (fixtures)
+    corpus,
+    ner,
+    add_parity_marker,
+    reference_dir,
+    reference_scores,
+    served_dir,
+    server,
+)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "parity: served outputs vs a reference library's")
+    add_parity_marker(config)
 
 
 @pytest.fixture(scope="session")
-def reference_dir() -> Path:
-    return reference_build.reference_dir()
-
-
-@pytest.fixture(scope="session")
-def corpus() -> dict:
-    return json.loads(reference_build.CORPUS.read_text(encoding="utf-8"))
+def gliner_reference():
+    return deberta_gliner_reference

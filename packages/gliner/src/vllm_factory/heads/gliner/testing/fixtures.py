@@ -1,7 +1,11 @@
+"""Session fixtures: the reference outputs, the prepared checkpoint and one real vLLM server."""
+
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -10,9 +14,20 @@ from vllm_factory.heads.gliner.prep import prepare
 
 
 @pytest.fixture(scope="session")
+def reference_dir(gliner_reference: ModuleType) -> Path:
+    """``checkpoint/`` (gliner's layout), ``ref-scores.npz``, ``ref-entities.json``."""
+    return gliner_reference.reference_dir()
+
+
+@pytest.fixture(scope="session")
+def corpus(gliner_reference: ModuleType) -> dict:
+    return json.loads(gliner_reference.CORPUS.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
 def served_dir(reference_dir: Path) -> Path:
     """The gliner checkpoint run through vllm-factory-prep (architecture and IOProcessor
-    come from the installed mt5_gliner package)."""
+    come from the installed model package that serves its encoder type)."""
     out = reference_dir / "served"
     if out.exists():
         shutil.rmtree(out)
@@ -41,6 +56,11 @@ def ner(server: VllmServer):
 
 
 @pytest.fixture(scope="session")
-def reference_scores(reference_dir: Path):
+def reference_scores(reference_dir: Path) -> dict[str, np.ndarray]:
     data = np.load(reference_dir / "ref-scores.npz")
     return {key: data[key] for key in data.files}
+
+
+def add_parity_marker(config: pytest.Config) -> None:
+    """Call from a package's ``pytest_configure``."""
+    config.addinivalue_line("markers", "parity: served outputs vs a reference library's")
