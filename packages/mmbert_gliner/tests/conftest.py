@@ -11,9 +11,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
 import mmbert_gliner_reference
 from vllm_factory.heads.gliner.testing.fixtures import (  # noqa: F401  (fixtures)
+    add_parity_marker,
     corpus,
     ner,
-    add_parity_marker,
     reference_dir,
     reference_scores,
     served_dir,
