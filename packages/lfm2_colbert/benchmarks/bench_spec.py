@@ -11,7 +11,8 @@
   ``<|startoftext|> [D] T``). Native ``ColBERTLfm2Model``: ``{"input": T, "task":
   "token_embed"}`` (``<|startoftext|> T``: one token fewer). Token counts in the results are
   PyLate's. ``--encoding base64`` asks both for base64 float32 vectors.
-- Reference: ``pylate_baseline.py`` in the PyLate 1.6 venv.
+- Reference: moderncolbert's ``pylate_baseline.py`` (it encodes any PyLate ColBERT) in the
+  PyLate 1.6 venv.
 
 FLOPs per sequence of n tokens (matmul FLOPs only, 2 per multiply-add), h hidden, i the
 SwiGLU width, kv the key/value width: per token, every layer's SwiGLU ``6hi``; attention
@@ -97,7 +98,7 @@ class Lfm2ColBERTSpec(PluginSpec):
         return _reference_module().pylate_env().ensure().python
 
     def reference_script(self) -> Path:
-        return HERE / "pylate_baseline.py"
+        return HERE.parents[1] / "moderncolbert" / "benchmarks" / "pylate_baseline.py"
 
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
         base = Path(config.checkpoint) if config.checkpoint else self._build(config)
