@@ -167,12 +167,20 @@ def test_parse_lengths() -> None:
         bench.parse_lengths("128:-1")
 
 
+def test_server_env_option() -> None:
+    argv = ["--plugin", "p", "--server-env", "VLLM_CPU_NUM_OF_RESERVED_CPU=0", "--server-env"]
+    _, config = bench.parse_args([*argv, "A=b=c"])
+    assert config.server_env == {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "A": "b=c"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        bench.parse_env(["NOVALUE"])
+
+
 def test_quick_cpu_preset() -> None:
     config = bench.default_config("p", "cpu", quick=True)
     assert config.concurrencies == [1, 4, 16]
     assert config.batch_sizes == [1, 8, 32]
     assert set(config.lengths) == {"short", "128"}
-    assert config.requests_for(1) == 30 and config.requests_for(16) == 32
+    assert config.requests_for(1) == 30 and config.requests_for(16) == 64
     assert config.warmup_for(1) == 2 and config.warmup_for(16) == 8
     assert config.min_batches == 1 and config.rate_fractions == []
 

@@ -142,6 +142,11 @@ def markdown(report: dict[str, Any]) -> str:
         (
             f"- dtype {cfg['dtype']}, device {cfg['device']}, enforce_eager {cfg['enforce_eager']}, "
             f"max_model_len {cfg['max_model_len']}"
+            + "".join(
+                f", {key}={value}"
+                for key, value in cfg.get("server_env", {}).items()
+                if key.startswith("VLLM_CPU_")
+            )
         ),
         (
             f"- Corpus: {corpus['texts']} seeded texts, mean {corpus['tokens_mean']:.0f} model input "
