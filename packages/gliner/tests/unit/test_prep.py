@@ -104,3 +104,15 @@ def test_installed_model_packages_are_found():
     if "modernbert" not in targets:
         pytest.skip("vllm-factory-mmbert-gliner is not installed here")
     assert targets["modernbert"].architecture == "MmBertGLiNERForSpanNER"
+
+
+def test_config_format_builds_what_prep_writes(checkpoint, tmp_path):
+    from vllm_factory.heads.gliner.config_format import served_config
+
+    out = prepare(checkpoint, tmp_path / "out", targets=TARGETS)
+    written = json.loads((out / "config.json").read_text())
+    assert served_config(checkpoint, targets=TARGETS) == written
+    with pytest.raises(ValueError, match="encoder model_type 'modernbert'"):
+        served_config(checkpoint, targets={})
+    with pytest.raises(ValueError, match="has no gliner_config.json"):
+        served_config(tmp_path, targets=TARGETS)

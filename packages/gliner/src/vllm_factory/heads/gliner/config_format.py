@@ -1,0 +1,80 @@
+"""``--config-format gliner``: serve a gliner checkpoint directory as gliner saved it.
+
+A gliner directory has ``gliner_config.json`` but no ``config.json``, so vLLM's own config
+detection fails on it. This parser builds in memory the config that ``vllm-factory-prep``
+would write (the encoder's config from ``gliner_config.json`` plus our architecture and
+IOProcessor), so that
+
+    vllm serve GLINER_DIR --runner pooling --config-format gliner
+
+needs no prep step. Every GLiNER model package registers it from its general plugin.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from vllm_factory.core.checkpoint import CheckpointFiles
+from vllm_factory.heads.gliner.prep import Target, build_config, installed_targets
+from vllm_factory.heads.gliner.settings import CONFIG_FILE, parse_settings
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FORMAT = "gliner"
+
+
+def served_config(
+    model: str | Path, revision: str | None = None, targets: dict[str, Target] | None = None
+) -> dict[str, Any]:
+    """The ``config.json`` dict vLLM needs for gliner checkpoint ``model`` (dir or hub id);
+    ``targets`` defaults to the installed GLiNER model packages."""
+    gliner_config = CheckpointFiles(str(model), revision).json(CONFIG_FILE)
+    if gliner_config is None:
+        raise ValueError(f"--config-format {CONFIG_FORMAT}: {model} has no {CONFIG_FILE}")
+    try:
+        settings = parse_settings(gliner_config)
+    except ValueError as error:
+        raise ValueError(f"{model}/{CONFIG_FILE}: {error}") from None
+    target = (installed_targets() if targets is None else targets).get(settings.encoder_model_type)
+    if target is None:
+        raise ValueError(
+            f"no installed vllm-factory GLiNER package serves encoder model_type "
+            f"{settings.encoder_model_type!r} ({model}/{CONFIG_FILE})"
+        )
+    return build_config(gliner_config, target)
+
+
+def register_config_format() -> None:
+    """Register the ``gliner`` config format with vLLM once per process."""
+    from transformers import AutoConfig
+    from vllm.transformers_utils.config import get_config_parser, register_config_parser
+    from vllm.transformers_utils.config_parser_base import ConfigParserBase
+
+    try:
+        get_config_parser(CONFIG_FORMAT)
+        return  # another GLiNER package registered it already
+    except ValueError:
+        pass
+
+    class GLiNERConfigParser(ConfigParserBase):
+        def parse(
+            self,
+            model: str | Path,
+            trust_remote_code: bool,
+            revision: str | None = None,
+            code_revision: str | None = None,
+            **kwargs: Any,
+        ) -> tuple[dict, Any]:
+            config_dict = served_config(model, revision)
+            fields = {k: v for k, v in config_dict.items() if k != "model_type"}
+            config = AutoConfig.for_model(config_dict["model_type"], **fields)
+            logger.info(
+                "%s: served as %s with IOProcessor %s (from %s)",
+                model, config_dict["architectures"][0], config_dict["io_processor_plugin"],
+                CONFIG_FILE,
+            )  # fmt: skip
+            return config_dict, config
+
+    register_config_parser(CONFIG_FORMAT)(GLiNERConfigParser)
