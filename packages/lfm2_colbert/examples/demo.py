@@ -2,57 +2,18 @@
 
 Builds the tiny checkpoint offline (PyLate's own classes, in its own venv), starts a real
 vLLM OpenAI server with ``--io-processor-plugin lfm2_colbert_io``, prints the vector shapes
-and the MaxSim scores, then stops the server. Run it in a venv with vLLM and this wheel (``nox -s build -- --serve`` does).
+and the MaxSim scores, then stops the server. Run it in a venv with vLLM and this wheel
+(``nox -s build -- --serve`` does); see :mod:`vllm_factory.heads.colbert.demo`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
-import lfm2_colbert_reference as reference_build
-from vllm_factory.core.testing.server import VllmServer
-
-QUERY = "How does late interaction score documents?"
-DOCUMENTS = [
-    "Late interaction keeps one vector per token and scores with MaxSim over them.",
-    "The bakery on the corner sells croissants every morning.",
-]
-
-
-def maxsim(query: np.ndarray, document: np.ndarray) -> float:
-    """Sum over query tokens of the best dot product with any document token."""
-    return float((query @ document.T).max(axis=1).sum())
-
-
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    checkpoint = reference_build.reference_dir() / "checkpoint"
-    with VllmServer(
-        checkpoint,
-        io_processor_plugin="lfm2_colbert_io",
-        hf_overrides={"architectures": ["Lfm2ColBERTForRetrieval"]},
-    ) as server:
-        print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
-        query_body = {"text": QUERY, "is_query": True}
-        document_body = {"text": DOCUMENTS, "is_query": False}
-        print("POST /pooling", json.dumps({"data": query_body}))
-        query = server.pooling(query_body)
-        print("POST /pooling", json.dumps({"data": document_body}))
-        documents = server.pooling(document_body)
-        query.raise_for_status()
-        documents.raise_for_status()
-        q = np.asarray(query.json()["data"][0]["embeddings"])
-        print(f"query: {q.shape[0]} token vectors of dim {q.shape[1]}")
-        for text, item in zip(DOCUMENTS, documents.json()["data"]):
-            d = np.asarray(item["embeddings"])
-            print(f"document {d.shape[0]:>3} x {d.shape[1]}  MaxSim {maxsim(q, d):8.4f}  {text}")
-
+import lfm2_colbert_reference
+from vllm_factory.heads.colbert.demo import run_demo
 
 if __name__ == "__main__":
-    main()
+    run_demo(lfm2_colbert_reference, "lfm2_colbert_io", "Lfm2ColBERTForRetrieval")

@@ -1,4 +1,5 @@
-"""Request handling against the running server: batching, truncation, bad input."""
+"""Request handling against the running server: batching, truncation, bad input (the ColBERT
+packages' shared tests)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from vllm_factory.core.testing.server import VllmServer
 from vllm_factory.heads.gliner.prep import prepare
 
 
@@ -38,13 +37,15 @@ def served_dir(reference_dir: Path) -> Path:
 def server(served_dir: Path):
     """One real vLLM server for the session; no --io-processor-plugin, no --hf-overrides:
     the prepared config.json names both."""
+    from vllm_factory.core.testing.server import VllmServer  # httpx: integration tests only
+
     with VllmServer(served_dir) as running:
         print(f"\nvLLM server healthy after {running.startup_seconds:.1f} s")
         yield running
 
 
 @pytest.fixture(scope="session")
-def ner(server: VllmServer):
+def ner(server):
     """``ner(data)`` -> the response ``data`` list (asserts HTTP 200)."""
 
     def run(data: dict) -> list:

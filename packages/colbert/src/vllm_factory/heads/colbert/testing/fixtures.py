@@ -1,0 +1,88 @@
+"""Session fixtures: the package's tiny PyLate checkpoint and reference outputs, one real
+vLLM server with the plugin, and ``encode`` through ``POST /pooling``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+
+class ColBERTPackage(NamedTuple):
+    reference: ModuleType
+    """The package's reference module: ``reference_dir()`` (checkpoint + ``ref-*.npz``) and
+    ``CORPUS`` (queries and documents)."""
+    io_processor: str
+    architecture: str
+
+
+@pytest.fixture(scope="session")
+def reference_dir(colbert_package: ColBERTPackage) -> Path:
+    return colbert_package.reference.reference_dir()
+
+
+@pytest.fixture(scope="session")
+def checkpoint(reference_dir: Path) -> Path:
+    return reference_dir / "checkpoint"
+
+
+@pytest.fixture(scope="session")
+def corpus(colbert_package: ColBERTPackage) -> dict[str, list[str]]:
+    data = json.loads(colbert_package.reference.CORPUS.read_text(encoding="utf-8"))
+    return {
+        "queries": [item["text"] for item in data["queries"]],
+        "documents": [item["text"] for item in data["documents"]],
+    }
+
+
+@pytest.fixture(scope="session")
+def reference(reference_dir: Path):
+    """``reference(library)`` -> ``{"queries": [...], "documents": [...]}`` of ``[tokens, dim]``."""
+
+    def load(library: str) -> dict[str, list[np.ndarray]]:
+        data = np.load(reference_dir / f"ref-{library}.npz")
+        out = {}
+        for part, key in (("query", "queries"), ("document", "documents")):
+            offsets, vectors = data[f"{part}_offsets"], data[f"{part}_vectors"]
+            out[key] = [vectors[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+        return out
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def server(checkpoint: Path, colbert_package: ColBERTPackage):
+    """One real vLLM OpenAI server with the plugin for the whole test session."""
+    from vllm_factory.core.testing.server import VllmServer  # httpx: integration tests only
+
+    with VllmServer(
+        checkpoint,
+        io_processor_plugin=colbert_package.io_processor,
+        hf_overrides={"architectures": [colbert_package.architecture]},
+    ) as running:
+        print(f"\nvLLM server healthy after {running.startup_seconds:.1f} s")
+        yield running
+
+
+@pytest.fixture(scope="session")
+def encode(server):
+    """``encode(texts, is_query)`` through POST /pooling -> list of ``[tokens, dim]`` arrays."""
+
+    def run(texts: list[str] | str, is_query: bool) -> list[np.ndarray]:
+        response = server.pooling({"text": texts, "is_query": is_query})
+        assert response.status_code == 200, response.text
+        items = response.json()["data"]
+        for item in items:
+            assert item["num_tokens"] == len(item["embeddings"])
+        return [np.asarray(item["embeddings"], dtype=np.float32) for item in items]
+
+    return run
+
+
+def add_parity_marker(config: pytest.Config) -> None:
+    """Call from a package's ``pytest_configure``."""
+    config.addinivalue_line("markers", "parity: served outputs vs a reference library's")
