@@ -30,6 +30,25 @@ def test_fallback_matches_hf(lengths: list[int], buckets: int, max_rel: int) -> 
     close(out, case.expected)
 
 
+@pytest.mark.parametrize("budget", [1, 80, 10**9])  # one group per sequence, some, one
+def test_fallback_length_groups_match_hf(budget: int, monkeypatch) -> None:
+    monkeypatch.setattr("vllm_factory.kernels.deberta_attention.PADDED_TOKENS_PER_GROUP", budget)
+    case = hf_case([5, 37, 70, 1, 16, 37], position_buckets=8, max_relative_positions=32)
+    close(flash_deberta_attention(*case.args(), backend="torch"), case.expected)
+
+
+def test_length_groups_bound_padding() -> None:
+    from vllm_factory.kernels.deberta_attention import _length_groups
+
+    lengths = [128, 6, 32, 128, 20, 7, 127, 9]
+    groups = _length_groups(lengths, 256)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for group in groups:
+        longest = max(lengths[i] for i in group)
+        assert len(group) == 1 or len(group) * longest <= 256
+    assert groups[0] == [0, 3] and _length_groups([300], 16) == [[0]]
+
+
 @pytest.mark.parametrize(
     ("pos_att_type", "share_att_key", "relative_attention"),
     [
