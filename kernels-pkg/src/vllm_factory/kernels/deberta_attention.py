@@ -126,11 +126,12 @@ def _deberta_attention_torch(
     sm_scale: float,
 ) -> torch.Tensor:
     """The fallback: on CPU each group of similar-length sequences through the padded path;
-    on a GPU (no Triton) one padded batch, which keeps the device busy."""
+    on a GPU (no Triton) one padded batch, which keeps the device busy and needs no sync."""
+    if q.device.type != "cpu":
+        return _padded_attention(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
     cu = cu_seqlens.tolist()
     lengths = [end - start for start, end in itertools.pairwise(cu)]
-    budget = PADDED_TOKENS_PER_GROUP if q.device.type == "cpu" else sum(lengths) * max_seqlen
-    groups = _length_groups(lengths, budget)
+    groups = _length_groups(lengths, PADDED_TOKENS_PER_GROUP)
     if len(groups) == 1:
         return _padded_attention(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
     out = torch.empty_like(q)
