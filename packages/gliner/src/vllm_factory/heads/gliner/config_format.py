@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_factory.core.checkpoint import CheckpointFiles
-from vllm_factory.heads.gliner.prep import Target, build_config, installed_targets
+from vllm_factory.heads.gliner.prep import PrepError, Target, build_config, find_target
 from vllm_factory.heads.gliner.settings import CONFIG_FILE, parse_settings
 
 logger = logging.getLogger(__name__)
@@ -34,15 +34,9 @@ def served_config(
     if gliner_config is None:
         raise ValueError(f"--config-format {CONFIG_FORMAT}: {model} has no {CONFIG_FILE}")
     try:
-        settings = parse_settings(gliner_config)
-    except ValueError as error:
+        target = find_target(parse_settings(gliner_config).encoder_model_type, targets)
+    except (ValueError, PrepError) as error:
         raise ValueError(f"{model}/{CONFIG_FILE}: {error}") from None
-    target = (installed_targets() if targets is None else targets).get(settings.encoder_model_type)
-    if target is None:
-        raise ValueError(
-            f"no installed vllm-factory GLiNER package serves encoder model_type "
-            f"{settings.encoder_model_type!r} ({model}/{CONFIG_FILE})"
-        )
     return build_config(gliner_config, target)
 
 

@@ -104,6 +104,20 @@ def copy_with_progress(source: Path, target: Path) -> None:
     shutil.copystat(source, target)
 
 
+def find_target(model_type: str, targets: dict[str, Target] | None = None) -> Target:
+    """The installed package (or one of ``targets``) that serves encoder ``model_type``."""
+    known = installed_targets() if targets is None else targets
+    found = known.get(model_type)
+    if found is None:
+        have = ", ".join(f"{k} ({v.package})" for k, v in sorted(known.items())) or "none"
+        raise PrepError(
+            f"no installed vllm-factory GLiNER package serves encoder model_type "
+            f"{model_type!r} (installed: {have}); install one or pass --architecture "
+            "and --io-processor"
+        )
+    return found
+
+
 def build_config(gliner_config: dict, target: Target) -> dict:
     """config.json for vLLM: the encoder config with our architecture and IOProcessor."""
     config = dict(gliner_config["encoder_config"])
@@ -146,15 +160,7 @@ def prepare(
 
     model_type = settings.encoder_model_type
     if architecture is None or io_processor is None:
-        known = installed_targets() if targets is None else targets
-        found = known.get(model_type)
-        if found is None:
-            have = ", ".join(f"{k} ({v.package})" for k, v in sorted(known.items())) or "none"
-            raise PrepError(
-                f"no installed vllm-factory GLiNER package serves encoder model_type "
-                f"{model_type!r} (installed: {have}); install one or pass --architecture "
-                "and --io-processor"
-            )
+        found = find_target(model_type, targets)
         architecture = architecture or found.architecture
         io_processor = io_processor or found.io_processor
     target = Target(architecture, io_processor, "")
