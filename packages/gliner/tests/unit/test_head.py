@@ -3,6 +3,7 @@ import dataclasses
 import pytest
 import torch
 from vllm_factory.core.pooler import PoolerRequest
+from vllm_factory.heads.gliner.decoding import UnscoredText, checked_scores
 from vllm_factory.heads.gliner.head import GLiNERSpanHead
 from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
 from vllm_factory.heads.gliner.settings import (
@@ -55,10 +56,32 @@ def test_subtoken_pooling(pooling):
     assert torch.equal(words, torch.stack(expected))
 
 
-def test_missing_layout_is_a_clear_error():
-    ids = torch.tensor([1, ENT, 7, 51, 20, 2])
-    with pytest.raises(ValueError, match="word layout"):
-        head()([torch.randn(6, 12)], [PoolerRequest(token_ids=ids, extra={})])
+def test_prompts_without_a_usable_layout_get_empty_scores_never_an_error():
+    """vLLM's start-up dummy runs: all-zero ids, no extra data, and (for the last dummy
+    request) more hidden states than ids. A layout that runs past its prompt is refused too.
+    Each gets a well-formed [0, max_width, labels] tensor; the scored prompt beside them is
+    unaffected."""
+    model = head()
+    ids = torch.tensor([1, ENT, 7, ENT, 8, 51, 20, 21, 22, 23, 2])
+    good = {LAYOUT_KEY: {prompt_key(ids): WordLayout(6, (1, 2, 1)).to_wire()}}
+    past = {LAYOUT_KEY: {prompt_key(ids): WordLayout(9, (1, 2, 1)).to_wire()}}
+    requests = [
+        PoolerRequest(token_ids=torch.zeros(4, dtype=torch.long), extra={}),
+        PoolerRequest(token_ids=ids, extra={}),
+        PoolerRequest(token_ids=ids, extra=past),
+        PoolerRequest(token_ids=ids, extra=good),
+    ]
+    hidden = [torch.randn(6, 12), *(torch.randn(len(ids), 12) for _ in range(3))]
+    dummy, absent, mismatched, scored = model(hidden, requests)
+    assert dummy.shape == (0, 3, 0)
+    assert absent.shape == mismatched.shape == (0, 3, 2)
+    assert scored.shape == (3, 3, 2) and bool(((scored > 0) & (scored < 1)).all())
+
+
+def test_unscored_text_is_an_error_for_its_request():
+    assert checked_scores(torch.zeros(2, 3, 1), 2, 0).shape == (2, 3, 1)
+    with pytest.raises(UnscoredText, match=r"data.text\[1\]: .* 0 of 5 words"):
+        checked_scores(torch.zeros(0, 3, 1), 5, 1)
 
 
 def test_load_weights_requires_every_parameter():

@@ -44,3 +44,12 @@ def test_wire_round_trip_and_lookup():
     extra = {LAYOUT_KEY: {prompt_key([2, 10, 11, 3]): layout.to_wire()}}
     assert layout_for(extra, ids) == layout
     assert prompt_key([1, 2]) != prompt_key([2, 1])
+
+
+def test_lookup_without_a_layout_is_none_never_an_error():
+    ids = torch.tensor([2, 10, 11, 3])
+    assert layout_for({}, ids) is None  # vLLM's start-up dummy runs carry no extra data
+    assert layout_for(None, ids) is None
+    assert layout_for({LAYOUT_KEY: {prompt_key([9]): [0, 1]}}, ids) is None  # other prompt
+    assert layout_for({LAYOUT_KEY: {prompt_key(ids): [-1]}}, ids) is None  # malformed
+    assert WordLayout(2, (1, 1)).fits(4) and not WordLayout(2, (1, 2)).fits(4)

@@ -16,6 +16,23 @@ import torch
 from vllm_factory.heads.gliner.prompts import Word
 
 
+class UnscoredText(RuntimeError):
+    """The engine returned no scores for a text (its prompt's word layout did not reach the
+    head, which then scores nothing rather than raise inside the engine)."""
+
+
+def checked_scores(scores: torch.Tensor, num_words: int, index: int) -> torch.Tensor:
+    """``scores`` of text ``index`` if they cover its ``num_words`` words, else an error for
+    this request alone."""
+    rows = scores.shape[0] if scores.dim() == 3 else 0
+    if rows != num_words:
+        raise UnscoredText(
+            f"data.text[{index}]: the model returned scores for {rows} of {num_words} words "
+            "(the prompt's word layout did not reach the engine)"
+        )
+    return scores
+
+
 class Candidate(NamedTuple):
     start: int  # word indices, end inclusive
     end: int

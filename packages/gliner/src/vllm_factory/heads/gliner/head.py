@@ -5,6 +5,11 @@ and word vectors from each word's sub-tokens -> (BiLSTM over words) -> markerV0 
 for every (start, width < max_width) -> span x label dot products -> sigmoid. Output: one
 float32 ``[num_words, max_width, num_labels]`` tensor per prompt.
 
+A prompt without a usable word layout (vLLM's start-up dummy runs send all-zero prompts with
+no per-request data; a request that bypassed the GLiNER IOProcessor has none either) gets an
+empty ``[0, max_width, num_labels]`` tensor: nothing may raise inside the engine, and the
+IOProcessor turns an empty result for a real text into an error for that request alone.
+
 Module and parameter names follow gliner's state dict (``token_rep_layer.projection``,
 ``rnn.lstm``, ``span_rep_layer.span_rep_layer.project_start``, ``prompt_rep_layer``), so
 loading is a lookup.
@@ -12,13 +17,17 @@ loading is a lookup.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
+from typing import ClassVar
 
 import torch
 from torch import nn
 from vllm_factory.core.pooler import FactoryPooler, PoolerRequest
 from vllm_factory.heads.gliner.prompts import WordLayout, layout_for
 from vllm_factory.heads.gliner.settings import GLiNERSettings
+
+logger = logging.getLogger(__name__)
 
 
 def projection(width: int, out: int | None = None) -> nn.Sequential:
@@ -73,6 +82,7 @@ class SpanRepLayer(nn.Module):
 
 class GLiNERSpanHead(FactoryPooler):
     needs_token_ids = True  # label markers are found in the prompt tokens
+    _logged: ClassVar[set[str]] = set()  # kinds of unscored prompts already logged
 
     def __init__(self, settings: GLiNERSettings, dtype: torch.dtype | None = None) -> None:
         super().__init__()
@@ -112,10 +122,34 @@ class GLiNERSpanHead(FactoryPooler):
     ) -> list[torch.Tensor]:
         outputs = []
         for hidden, request in zip(hidden_states, requests):
-            assert request.token_ids is not None
             layout = layout_for(request.extra, request.token_ids)
+            if layout is None or not layout.fits(min(hidden.shape[0], len(request.token_ids))):
+                self._log_unscored(layout)
+                outputs.append(self.no_scores(request.token_ids, hidden.device))
+                continue
             outputs.append(self.score(hidden, request.token_ids, layout))
         return outputs
+
+    def no_scores(self, token_ids: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+        """The well-formed empty result ``[0, max_width, num_labels]`` of an unscored prompt."""
+        labels = 0
+        if token_ids is not None:
+            labels = int((token_ids == self.settings.class_token_index).sum())
+        return torch.zeros((0, self.settings.max_width, labels), device=device)
+
+    @classmethod
+    def _log_unscored(cls, layout: WordLayout | None) -> None:
+        kind = "absent" if layout is None else "mismatched"
+        if kind in cls._logged:
+            return
+        cls._logged.add(kind)
+        if layout is None:
+            logger.info(
+                "GLiNER head: a prompt without a word layout gets empty scores (vLLM's start-up "
+                "dummy runs; real requests carry one through the GLiNER IOProcessor)"
+            )
+        else:
+            logger.warning("GLiNER head: a word layout runs past its prompt; empty scores")
 
     def score(
         self, hidden: torch.Tensor, token_ids: torch.Tensor, layout: WordLayout
@@ -148,8 +182,6 @@ class GLiNERSpanHead(FactoryPooler):
         if not bool(present.any()):
             return words
         starts = layout.first_token + torch.cumsum(counts, 0) - counts
-        if layout.first_token + int(counts.sum()) > tokens.shape[0]:
-            raise ValueError("GLiNER word layout runs past the prompt's tokens")
         index = present.nonzero().flatten()
         pooling = self.settings.subtoken_pooling
         if pooling in ("first", "last"):

@@ -23,7 +23,7 @@ from typing import Any
 from transformers import AutoTokenizer
 from vllm_factory.core import compat
 from vllm_factory.core.io_processor import FactoryIOProcessor
-from vllm_factory.heads.gliner.decoding import decode_spans, to_entities
+from vllm_factory.heads.gliner.decoding import checked_scores, decode_spans, to_entities
 from vllm_factory.heads.gliner.prompts import (
     LAYOUT_KEY,
     WordLayout,
@@ -118,9 +118,9 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
     def build_response(self, request: GLiNERRequest, outputs: Sequence[Any]) -> list:
         labels = unique_labels(request.labels)
         results = []
-        for text, output in zip(request.texts, outputs):
-            scores = output.outputs.data.float().cpu()
+        for index, (text, output) in enumerate(zip(request.texts, outputs)):
             words = split_words(text, self.settings.max_len)
+            scores = checked_scores(output.outputs.data.float().cpu(), len(words), index)
             spans = decode_spans(
                 scores, len(words), request.threshold, request.flat_ner, request.multi_label
             )

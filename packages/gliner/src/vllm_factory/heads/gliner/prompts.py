@@ -61,6 +61,10 @@ class WordLayout:
     first_token: int
     counts: tuple[int, ...]
 
+    def fits(self, num_tokens: int) -> bool:
+        """True when every word's sub-tokens lie inside a prompt of ``num_tokens`` tokens."""
+        return self.first_token + sum(self.counts) <= num_tokens
+
     def to_wire(self) -> list[int]:
         # Small ints pack to one msgpack byte each: about one byte per word on the wire.
         return [self.first_token, *self.counts]
@@ -114,14 +118,20 @@ def prompt_key(token_ids: Sequence[int] | torch.Tensor) -> str:
     return hashlib.blake2b(data, digest_size=12).hexdigest()
 
 
-def layout_for(extra: Any, token_ids: torch.Tensor) -> WordLayout:
+def layout_for(extra: Any, token_ids: torch.Tensor) -> WordLayout | None:
+    """The word layout the IOProcessor attached to this prompt, or None when there is none.
+
+    None is what vLLM's start-up dummy runs (memory profiling, warm-up) produce, and what a
+    request that bypassed the GLiNER IOProcessor produces; the head scores neither and must
+    not raise inside the engine, so this never raises either.
+    """
     layouts = extra.get(LAYOUT_KEY) if extra else None
-    if not layouts:
-        raise ValueError(
-            "GLiNER prompt without a word layout: send requests through the GLiNER IOProcessor "
-            "(POST /pooling with data={text, labels})"
-        )
+    if not layouts or token_ids is None:
+        return None
     values = layouts.get(prompt_key(token_ids))
     if values is None:
-        raise ValueError("no GLiNER word layout for this prompt's tokens")
-    return WordLayout.from_wire(values)
+        return None
+    try:
+        return WordLayout.from_wire(values)
+    except (TypeError, ValueError):
+        return None
