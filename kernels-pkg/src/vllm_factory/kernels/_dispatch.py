@@ -54,8 +54,28 @@ def triton_available() -> bool:
     return True
 
 
-def select_backend(backend: str, *tensors: torch.Tensor) -> str:
-    """Return ``"triton"`` or ``"torch"`` for a call on ``tensors``."""
+def select_backend(backend: str, *tensors: torch.Tensor, kernel: str | None = None) -> str:
+    """Return ``"triton"`` or ``"torch"`` for a call on ``tensors``; with ``kernel`` (the public
+    function's name) the choice is also :func:`announce`-d."""
+    choice = _choose(backend, *tensors)
+    if kernel is not None:
+        announce(kernel, choice)
+    return choice
+
+
+_ANNOUNCED: set[tuple[str, str]] = set()
+
+
+def announce(kernel: str, choice: str) -> None:
+    """Log the first call of each (kernel, backend) at INFO, so that a server's log shows
+    which kernels the served model really ran."""
+    if (kernel, choice) not in _ANNOUNCED:
+        _ANNOUNCED.add((kernel, choice))
+        where = "Triton" if choice == "triton" else "the PyTorch fallback"
+        logger.info("vllm-factory kernel %s runs on %s", kernel, where)
+
+
+def _choose(backend: str, *tensors: torch.Tensor) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "torch":

@@ -238,7 +238,7 @@ def flash_deberta_attention(
     tensors = [t for t in (q, k, v, cu_seqlens, pos_key, pos_query) if t is not None]
     if q.shape[0] == 0:
         return torch.empty_like(q)
-    if select_backend(backend, *tensors) == "triton":
+    if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
         from ._triton_deberta_attention import deberta_attention_triton
 
         return deberta_attention_triton(

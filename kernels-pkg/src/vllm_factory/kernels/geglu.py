@@ -34,7 +34,7 @@ def fused_geglu(
     ``"tanh"`` the tanh approximation. Computed in fp32, returned in ``x.dtype``.
     """
     _check_geglu_args(x, approximate)
-    if select_backend(backend, x) == "triton":
+    if select_backend(backend, x, kernel="fused_geglu") == "triton":
         from ._triton_geglu import geglu_triton
 
         return geglu_triton(x, approximate)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._dispatch import select_backend
+from ._dispatch import announce, select_backend
 
 # Widest row the Triton kernel keeps in registers; wider rows go to PyTorch under "auto".
 MAX_TRITON_WIDTH = 16384
@@ -33,7 +33,8 @@ def _pick(backend: str, x: torch.Tensor, *tensors: torch.Tensor | None) -> str:
     if choice == "triton" and x.shape[-1] > MAX_TRITON_WIDTH:
         if backend == "triton":
             raise ValueError(f"Triton LayerNorm supports widths <= {MAX_TRITON_WIDTH}")
-        return "torch"
+        choice = "torch"
+    announce("layernorm", choice)
     return choice
 
 

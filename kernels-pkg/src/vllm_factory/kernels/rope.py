@@ -98,7 +98,7 @@ def fused_rope(
     on the Triton path (that would need a device sync): keep them below ``cos.shape[0]``.
     """
     _check_rope_args(q, k, positions, cos, sin)
-    if select_backend(backend, q, k, positions, cos, sin) == "triton":
+    if select_backend(backend, q, k, positions, cos, sin, kernel="fused_rope") == "triton":
         from ._triton_rope import rope_triton
 
         return rope_triton(q, k, positions, cos, sin)
