@@ -34,6 +34,10 @@ def _build(target: Path) -> None:
         SHARED / "encode_reference.py", "--checkpoint", checkpoint, "--corpus", CORPUS,
         "--out", target / "ref-scores.npz", "--entities", target / "ref-entities.json",
     )  # fmt: skip
+    env.run(
+        SHARED / "encode_reference.py", "--checkpoint", checkpoint, "--corpus", CORPUS,
+        "--out", target / "ref-scores-bf16.npz", "--dtype", "bfloat16",
+    )  # fmt: skip
 
 
 def reference_dir() -> Path:

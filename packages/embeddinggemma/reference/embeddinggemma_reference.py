@@ -23,6 +23,10 @@ def _build(target: Path) -> None:
         REFERENCE / "encode_reference.py", "--checkpoint", checkpoint, "--corpus", CORPUS,
         "--out", target / "ref-st.npz",
     )  # fmt: skip
+    env.run(
+        REFERENCE / "encode_reference.py", "--checkpoint", checkpoint, "--corpus", CORPUS,
+        "--out", target / "ref-st-bf16.npz", "--dtype", "bfloat16",
+    )  # fmt: skip
 
 
 def reference_dir() -> Path:

@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("--corpus", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     torch.manual_seed(0)
@@ -65,7 +66,10 @@ def main() -> None:
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     ids = [x["id"] for x in corpus["texts"]]
     texts = [x["text"] for x in corpus["texts"]]
-    model = SentenceTransformer(str(args.checkpoint), device="cpu")
+    dtype = getattr(torch, args.dtype)
+    model = SentenceTransformer(
+        str(args.checkpoint), device="cpu", model_kwargs={"torch_dtype": dtype}
+    )
     config = json.loads((args.checkpoint / "config.json").read_text())
     full = model.get_embedding_dimension()
     dims = [d for d in config.get("matryoshka_dimensions", []) if d != full]
@@ -80,10 +84,11 @@ def main() -> None:
                     prompt_name=prompt_name,
                     truncate_dim=truncate_dim,
                     batch_size=args.batch_size,
-                    convert_to_numpy=True,
+                    convert_to_tensor=True,
                     show_progress_bar=False,
                 )
-                arrays[f"emb__{key}__{truncate_dim or 'full'}"] = vectors.astype(np.float32)
+                vectors = vectors.float().numpy()
+                arrays[f"emb__{key}__{truncate_dim or 'full'}"] = vectors
             arrays[f"num_tokens__{key}"] = np.array(token_counts(model, texts, prompt_name))
 
     meta = {
@@ -98,7 +103,7 @@ def main() -> None:
         "matryoshka_dimensions": dims,
         "max_seq_length": model.max_seq_length,
         "batch_size": args.batch_size,
-        "dtype": "float32",
+        "dtype": args.dtype,
         "device": "cpu",
     }
     arrays["meta_json"] = np.array(json.dumps(meta))

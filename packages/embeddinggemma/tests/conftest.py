@@ -37,16 +37,21 @@ def texts() -> list[str]:
 @pytest.fixture(scope="session")
 def reference(reference_dir: Path):
     """``reference(prompt_name, dims)`` -> sentence-transformers' ``[n, dims]`` embeddings;
-    ``reference.meta`` and ``reference.num_tokens(prompt_name)`` for the rest."""
-    data = np.load(reference_dir / "ref-st.npz")
+    ``reference.meta`` and ``reference.num_tokens(prompt_name)`` for the rest;
+    ``reference(..., dtype="bfloat16")``: sentence-transformers' own bf16 run."""
+    data = {"float32": np.load(reference_dir / "ref-st.npz")}
+    if (reference_dir / "ref-st-bf16.npz").exists():
+        data["bfloat16"] = np.load(reference_dir / "ref-st-bf16.npz")
 
     class Reference:
-        meta = json.loads(str(data["meta_json"]))
+        meta = json.loads(str(data["float32"]["meta_json"]))
 
-        def __call__(self, prompt_name: str | None, dims: int | None = None) -> np.ndarray:
-            return data[f"emb__{prompt_name or 'none'}__{dims or 'full'}"]
+        def __call__(
+            self, prompt_name: str | None, dims: int | None = None, dtype: str = "float32"
+        ) -> np.ndarray:
+            return data[dtype][f"emb__{prompt_name or 'none'}__{dims or 'full'}"]
 
         def num_tokens(self, prompt_name: str | None) -> np.ndarray:
-            return data[f"num_tokens__{prompt_name or 'none'}"]
+            return data["float32"][f"num_tokens__{prompt_name or 'none'}"]
 
     return Reference()

@@ -40,9 +40,15 @@ def _build(target: Path) -> None:
         REFERENCE / "encode_reference.py", "--library", "pylate", "--checkpoint", checkpoint,
         "--corpus", CORPUS, "--out", target / "ref-pylate.npz",
     )  # fmt: skip
+    # PyLate's own bf16 run (the yardstick of a bf16 server), with moderncolbert's encoder.
+    pylate_env().run(
+        PYLATE_PINS / "encode_reference.py", "--library", "pylate", "--checkpoint", checkpoint,
+        "--corpus", CORPUS, "--out", target / "ref-pylate-bf16.npz", "--dtype", "bfloat16",
+    )  # fmt: skip
 
 
 def reference_dir() -> Path:
     """``<artifacts>/lfm2_colbert-reference-<hash>/`` with checkpoint/ and ref-pylate.npz."""
     inputs = sorted(REFERENCE.glob("*.py")) + [CORPUS, PYLATE_PINS / "requirements-pylate.txt"]
+    inputs.append(PYLATE_PINS / "encode_reference.py")
     return cached_artifact("lfm2_colbert-reference", inputs, _build)

@@ -40,12 +40,14 @@ def main() -> None:
     ap.add_argument("--checkpoint", required=True, type=Path)
     ap.add_argument("--corpus", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--entities", required=True, type=Path)
+    ap.add_argument("--entities", type=Path, help="entity lists (fp32 run only)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = ap.parse_args()
     from gliner import GLiNER
 
     torch.manual_seed(0)
     model = GLiNER.from_pretrained(str(args.checkpoint), local_files_only=True).eval()
+    model = model.to(getattr(torch, args.dtype))
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     arrays: dict[str, np.ndarray] = {}
     entities: dict = {"versions": {p: version(p) for p in ("gliner", "torch", "transformers")}}
@@ -55,6 +57,8 @@ def main() -> None:
             arrays[f"scores_{name}_{i}"] = probs
             arrays[f"ids_{name}_{i}"] = np.asarray(ids, dtype=np.int64)
             arrays[f"words_{name}_{i}"] = np.asarray(n_words)
+        if args.entities is None:
+            continue
         for mode, kwargs in MODES.items():
             for threshold in corpus["thresholds"]:
                 result = model.inference(
@@ -65,7 +69,8 @@ def main() -> None:
                     for ents in result
                 ]
     np.savez(args.out, **arrays)
-    args.entities.write_text(json.dumps(entities, ensure_ascii=False), encoding="utf-8")
+    if args.entities is not None:
+        args.entities.write_text(json.dumps(entities, ensure_ascii=False), encoding="utf-8")
 
 
 if __name__ == "__main__":

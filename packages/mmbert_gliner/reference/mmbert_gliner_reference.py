@@ -24,9 +24,14 @@ def _build(target: Path) -> None:
         "--out", target / "ref-scores.npz", "--entities", target / "ref-entities.json",
     )  # fmt: skip
 
+    env.run(
+        REFERENCE / "encode_reference.py", "--checkpoint", checkpoint, "--corpus", CORPUS,
+        "--out", target / "ref-scores-bf16.npz", "--dtype", "bfloat16",
+    )  # fmt: skip
+
 
 def reference_dir() -> Path:
     """``<artifacts>/mmbert-gliner-reference-<hash>/``: checkpoint/ (gliner layout),
-    ref-scores.npz, ref-entities.json."""
+    ref-scores.npz, ref-entities.json, ref-scores-bf16.npz (gliner's own bf16 run)."""
     inputs = sorted(REFERENCE.glob("*.py")) + sorted(REFERENCE.glob("*.txt")) + [CORPUS]
     return cached_artifact("mmbert-gliner-reference", inputs, _build)

@@ -142,6 +142,24 @@ def special_ids(tok: Any) -> dict[str, Any]:
     }
 
 
+def encode_bf16(ckpt: str, texts: dict[str, list[str]], bs: int) -> dict[str, np.ndarray]:
+    """PyLate's own default output with the model in bf16 (on the CPU): what bf16 costs the
+    library itself, against which a bf16 server is judged. Vectors and offsets only."""
+    from pylate import models
+
+    model = models.ColBERT(ckpt, device="cpu", model_kwargs={"torch_dtype": torch.bfloat16})
+    arrays: dict[str, np.ndarray] = {}
+    for part in PARTS:
+        vecs = model.encode(
+            texts[part], is_query=part == "query", batch_size=bs, convert_to_numpy=False,
+            show_progress_bar=False,
+        )  # fmt: skip
+        vecs = [v.float().numpy() for v in vecs]
+        arrays[f"{part}_offsets"] = np.cumsum([0] + [len(v) for v in vecs]).astype(np.int64)
+        arrays[f"{part}_vectors"] = np.concatenate(vecs).astype(np.float32)
+    return arrays
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--library", choices=("pylate", "st"), required=True)
@@ -149,6 +167,7 @@ def main() -> None:
     ap.add_argument("--corpus", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     torch.manual_seed(0)
@@ -156,6 +175,16 @@ def main() -> None:
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     items = {"query": corpus["queries"], "document": corpus["documents"]}
     texts = {p: [x["text"] for x in items[p]] for p in PARTS}
+    if args.dtype == "bfloat16":
+        if args.library != "pylate":
+            raise SystemExit("--dtype bfloat16 is implemented for --library pylate")
+        with torch.inference_mode():
+            arrays = encode_bf16(str(args.checkpoint), texts, args.batch_size)
+        meta = {"library": "pylate", "dtype": "bfloat16", "device": "cpu", "versions": {
+            lib: version(lib) for lib in ("torch", "transformers", "pylate")}}  # fmt: skip
+        np.savez(args.out, meta_json=np.array(json.dumps(meta)), **arrays)
+        LOG.info("wrote %s (bf16)", args.out)
+        return
     encode = encode_pylate if args.library == "pylate" else encode_st
     with torch.inference_mode():
         result, meta = encode(str(args.checkpoint), texts, args.batch_size)

@@ -36,6 +36,10 @@ def _build(target: Path) -> None:
             REFERENCE / "encode_reference.py", "--library", library, "--checkpoint", checkpoint,
             "--corpus", CORPUS, "--out", target / f"ref-{library}.npz",
         )  # fmt: skip
+    pylate.run(
+        REFERENCE / "encode_reference.py", "--library", "pylate", "--checkpoint", checkpoint,
+        "--corpus", CORPUS, "--out", target / "ref-pylate-bf16.npz", "--dtype", "bfloat16",
+    )  # fmt: skip
 
 
 def reference_dir() -> Path:

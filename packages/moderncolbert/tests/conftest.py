@@ -28,4 +28,6 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def colbert_package() -> ColBERTPackage:
-    return ColBERTPackage(moderncolbert_reference, "moderncolbert_io", "ModernColBERTForRetrieval")
+    return ColBERTPackage(
+        moderncolbert_reference, "moderncolbert_io", "ModernColBERTForRetrieval", ("pylate", "st")
+    )

@@ -28,10 +28,12 @@ def build_checkpoint(out: Path, size: str = "tiny", seed: int = 0) -> Path:
 
 def _build(target: Path) -> None:
     checkpoint = build_checkpoint(target / "checkpoint")
-    gliner_env().run(
-        SHARED / "encode_reference.py", "--checkpoint", checkpoint, "--corpus", CORPUS,
-        "--out", target / "ref-scores.npz", "--entities", target / "ref-entities.json",
-    )  # fmt: skip
+    for out, more in (("ref-scores.npz", ["--entities", target / "ref-entities.json"]),
+                      ("ref-scores-bf16.npz", ["--dtype", "bfloat16"])):  # fmt: skip
+        gliner_env().run(
+            SHARED / "encode_reference.py", "--checkpoint", checkpoint, "--corpus", CORPUS,
+            "--out", target / out, *more,
+        )  # fmt: skip
 
 
 def reference_dir() -> Path:

@@ -14,14 +14,12 @@ there the test records the figures and is an expected failure.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from packaging.version import Version
 from vllm_factory.core.registration import installed_vllm
 from vllm_factory.core.testing.parity import cosine_rows
-from vllm_factory.core.testing.refenv import artifacts_root
+from vllm_factory.core.testing.report import record
 from vllm_factory.core.testing.server import VllmServer
 
 MIN_COSINE = 0.99999
@@ -55,12 +53,12 @@ def test_native_gemma3_vs_sentence_transformers(native_server, reference, texts)
             "max_abs_diff": float(np.abs(served - reference(prompt_name)[keep]).max()),
         }
         print(f"\nnative /v1/embeddings {prompt_name}: {results[str(prompt_name)]}")
+    for key, figures in results.items():
+        record("embeddinggemma", "native", key, figures)
     vllm = installed_vllm()
-    name = f"{vllm.distribution}-{vllm.version}" if vllm else "no-vllm"
-    path = artifacts_root() / "reports" / f"embeddinggemma-native-{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2))
     matches = all(r["min_cosine"] >= MIN_COSINE for r in results.values())
     if not matches and vllm is not None and vllm.version < Version("0.30.0"):
-        pytest.xfail(f"native Gemma3 embeddings on {name} differ from sentence-transformers")
+        pytest.xfail(
+            f"native Gemma3 embeddings on vLLM {vllm.version} differ from sentence-transformers"
+        )
     assert matches, results

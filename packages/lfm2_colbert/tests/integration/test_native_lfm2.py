@@ -19,13 +19,11 @@ import json
 
 import numpy as np
 import pytest
-from vllm_factory.core.registration import installed_vllm
 from vllm_factory.core.testing.parity import cosine_rows
-from vllm_factory.core.testing.refenv import artifacts_root
+from vllm_factory.core.testing.report import record
 from vllm_factory.core.testing.server import ServerStartError, VllmServer
 
 MIN_COSINE = 0.99999
-RESULTS: dict[str, dict] = {}
 
 
 def native_overrides(checkpoint) -> dict:
@@ -71,12 +69,7 @@ def native_vectors(server, prompts: list[list[int]]) -> list[np.ndarray]:
 
 
 def _record(part: str, figures: dict) -> None:
-    RESULTS[part] = figures
-    vllm = installed_vllm()
-    name = f"{vllm.distribution}-{vllm.version}" if vllm else "no-vllm"
-    path = artifacts_root() / "reports" / f"lfm2_colbert-native-{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(RESULTS, indent=2))
+    record("lfm2_colbert", "native", part, figures)
     print(f"\nnative {part}: {figures}")
 
 

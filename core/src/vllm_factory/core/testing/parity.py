@@ -1,10 +1,68 @@
-"""Comparisons between served outputs and reference outputs."""
+"""Comparisons between served outputs and reference outputs, and what "matches" means.
+
+The reference outputs are always the reference library's, in fp32 on the CPU. A server in
+fp32 must match them to float noise (:data:`TOLERANCES`). In bf16 the yardstick is what bf16
+costs the reference library itself: every reference folder also holds the library's own bf16
+run (on the CPU, same inputs), and a bf16 server may land at most :data:`BF16_FACTOR` times as
+far from the fp32 outputs as that run does, and never needs to be closer than the fixed bf16
+floor. Every parity test reads its limits through :func:`tolerance`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How close served outputs must be to the fp32 CPU reference at one serving dtype."""
+
+    min_cosine: float  # per vector (per token for multi-vector models)
+    vector_abs: float  # max |served - reference| of a unit-norm sentence vector's entries
+    score: float  # max |served - reference| of a probability (GLiNER span x label scores)
+    margin: float  # a score this close to a decision threshold may land on either side of it
+    tie: float  # overlapping candidate spans this close may be ranked either way
+
+
+@dataclass(frozen=True)
+class LibraryError:
+    """How far the reference library's own bf16 run lands from its fp32 output."""
+
+    min_cosine: float | None = None  # lowest cosine, vector for vector
+    max_abs_diff: float | None = None  # largest |bf16 - fp32| of an output value
+    decision_flips: int | None = None  # items where a thresholded decision changed
+
+
+TOLERANCES = {
+    "float32": Tolerance(min_cosine=0.99999, vector_abs=1e-4, score=1e-4, margin=1e-3, tie=2e-5),
+    "bfloat16": Tolerance(min_cosine=0.999, vector_abs=1e-2, score=2e-2, margin=1e-2, tie=1e-2),
+}
+# A bf16 server may be this many times as far from fp32 as the library's own bf16 run: two
+# bf16 implementations round differently (fused kernels, other summation orders).
+BF16_FACTOR = 1.5
+
+
+def tolerance(dtype: str, library: LibraryError | None = None) -> Tolerance:
+    """The tolerance for a server started with ``--dtype dtype``; below fp32, widened to
+    :data:`BF16_FACTOR` times the ``library``'s own error in that dtype where that is larger."""
+    try:
+        base = TOLERANCES[dtype]
+    except KeyError:
+        raise ValueError(f"no parity tolerance for dtype {dtype!r}: {sorted(TOLERANCES)}") from None
+    if dtype == "float32" or library is None:
+        return base
+    min_cosine, score, vector_abs = base.min_cosine, base.score, base.vector_abs
+    if library.min_cosine is not None:
+        min_cosine = min(min_cosine, 1 - BF16_FACTOR * (1 - library.min_cosine))
+    if library.max_abs_diff is not None:
+        score = max(score, BF16_FACTOR * library.max_abs_diff)
+        vector_abs = max(vector_abs, BF16_FACTOR * library.max_abs_diff)
+    # A decision flips only where the score moved past the threshold, and two candidates swap
+    # only where each moved by up to ``score``.
+    margin, tie = max(base.margin, score), max(base.tie, 2 * score)
+    return Tolerance(min_cosine, vector_abs, score, margin=margin, tie=tie)
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:

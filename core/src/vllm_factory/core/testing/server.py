@@ -1,10 +1,22 @@
-"""Start a real vLLM OpenAI-compatible server for tests, demos and benchmarks."""
+"""Start a real vLLM OpenAI-compatible server for tests, demos and benchmarks.
+
+Servers default to what the CPU tests need (fp32, ``--enforce-eager``). A test session can
+serve in another configuration without touching the tests, through the environment (the GPU
+check runs every parity suite this way, per dtype and mode); arguments given explicitly win:
+
+- ``VLLM_FACTORY_TEST_DTYPE``: ``--dtype`` (e.g. ``bfloat16``);
+- ``VLLM_FACTORY_TEST_EAGER``: ``0`` starts servers with vLLM's default compile and CUDA
+  graph settings instead of ``--enforce-eager``;
+- ``VLLM_FACTORY_TEST_SERVER_ARGS``: more server flags, shell-quoted;
+- ``VLLM_FACTORY_TEST_LOG_DIR``: keep each server's log there (default: a temporary file).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -15,6 +27,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import httpx
+from vllm_factory.core.testing.report import REPORT_ENV, record
 
 logger = logging.getLogger(__name__)
 
@@ -27,12 +40,36 @@ DEFAULT_ENV = {
     "DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
+DTYPE_ENV = "VLLM_FACTORY_TEST_DTYPE"
+EAGER_ENV = "VLLM_FACTORY_TEST_EAGER"
+ARGS_ENV = "VLLM_FACTORY_TEST_SERVER_ARGS"
+LOG_DIR_ENV = "VLLM_FACTORY_TEST_LOG_DIR"
+
+
+def session_dtype() -> str:
+    """The ``--dtype`` servers of this test session use unless told otherwise."""
+    return os.environ.get(DTYPE_ENV) or "float32"
+
+
+def session_eager() -> bool:
+    """Whether servers of this test session pass ``--enforce-eager`` unless told otherwise."""
+    return os.environ.get(EAGER_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _configured_plugin(model: str) -> str | None:
+    """The IOProcessor a local checkpoint's config.json names (a prepared GLiNER directory)."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    plugin = config.get("io_processor_plugin") if isinstance(config, dict) else None
+    return plugin if isinstance(plugin, str) else None
 
 
 class ServerStartError(RuntimeError):
@@ -53,15 +90,18 @@ class VllmServer:
         io_processor_plugin: str | None = None,
         hf_overrides: dict[str, Any] | None = None,
         extra_args: Sequence[str] = (),
-        dtype: str = "float32",
+        dtype: str | None = None,
         max_model_len: int | None = 512,
-        enforce_eager: bool = True,
+        enforce_eager: bool | None = None,
         env: dict[str, str] | None = None,
         python: str = sys.executable,
         startup_timeout: float = 600.0,
         port: int | None = None,
     ) -> None:
         self.model = str(model)
+        self.dtype = dtype or session_dtype()
+        self.enforce_eager = session_eager() if enforce_eager is None else enforce_eager
+        self.label = io_processor_plugin or _configured_plugin(self.model) or Path(self.model).name
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.startup_timeout = startup_timeout
@@ -70,18 +110,18 @@ class VllmServer:
             "--model", self.model,
             "--host", "127.0.0.1",
             "--port", str(self.port),
-            "--dtype", dtype,
+            "--dtype", self.dtype,
             "--runner", "pooling",
         ]  # fmt: skip
         if max_model_len:
             self.args += ["--max-model-len", str(max_model_len)]
-        if enforce_eager:
+        if self.enforce_eager:
             self.args.append("--enforce-eager")
         if io_processor_plugin:
             self.args += ["--io-processor-plugin", io_processor_plugin]
         if hf_overrides:
             self.args += ["--hf-overrides", json.dumps(hf_overrides)]
-        self.args += list(extra_args)
+        self.args += list(extra_args) + shlex.split(os.environ.get(ARGS_ENV, ""))
         self.env = {**os.environ, **DEFAULT_ENV, **(env or {})}
         self.process: subprocess.Popen | None = None
         self.log_path: Path | None = None
@@ -91,7 +131,10 @@ class VllmServer:
     # -- lifecycle --------------------------------------------------------------------
 
     def start(self) -> Self:
-        handle, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log")
+        log_dir = os.environ.get(LOG_DIR_ENV) or None
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log", dir=log_dir)
         os.close(handle)
         self.log_path = Path(name)
         self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
@@ -109,6 +152,7 @@ class VllmServer:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
                     self.startup_seconds = time.monotonic() - started
                     logger.info("server healthy after %.1f s", self.startup_seconds)
+                    self._record("server_start", seconds=round(self.startup_seconds, 1))
                     return self
             except httpx.HTTPError:
                 pass
@@ -143,8 +187,18 @@ class VllmServer:
     def is_alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def _record(self, kind: str, **figures: object) -> None:
+        """Append to the session's report file, when it has one (see ``report``)."""
+        if os.environ.get(REPORT_ENV):
+            record(self.label, kind, self.model, {
+                "dtype": self.dtype, "eager": self.enforce_eager, "args": self.args[3:],
+                "log": str(self.log_path), "pid": self.process.pid if self.process else None,
+                **figures,
+            })  # fmt: skip
+
     def _fail(self, reason: str) -> None:
         tail = self.log_tail()
+        self._record("server_start_failed", reason=reason, log_tail=self.log_tail(30))
         self.stop()
         raise ServerStartError(f"{reason}\n--- server log (tail) ---\n{tail}")
 

@@ -18,6 +18,12 @@ class ColBERTPackage(NamedTuple):
     ``CORPUS`` (queries and documents)."""
     io_processor: str
     architecture: str
+    libraries: tuple[str, ...] = ("pylate",)
+    """Reference libraries whose outputs (``ref-<library>.npz``) the parity test compares."""
+
+    @property
+    def name(self) -> str:
+        return self.io_processor.removesuffix("_io")
 
 
 @pytest.fixture(scope="session")

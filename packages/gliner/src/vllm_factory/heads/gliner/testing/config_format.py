@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from vllm_factory.core.testing.parity import tolerance
 from vllm_factory.core.testing.server import VllmServer
-from vllm_factory.heads.gliner.testing.parity import SCORE_TOL
 
 
 def test_gliner_directory_serves_without_prep(reference_dir: Path, corpus, reference_scores):
@@ -29,4 +29,4 @@ def test_gliner_directory_serves_without_prep(reference_dir: Path, corpus, refer
         assert got.shape == ref.shape, (i, got.shape, ref.shape)
         worst = max(worst, float(np.abs(got - ref).max()))
     print(f"\n--config-format gliner: {len(items)} texts, max |diff| vs gliner {worst:.2e}")
-    assert worst <= SCORE_TOL
+    assert worst <= tolerance(server.dtype).score

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -24,13 +23,11 @@ def corpus(gliner_reference: ModuleType) -> dict:
 
 
 @pytest.fixture(scope="session")
-def served_dir(reference_dir: Path) -> Path:
+def served_dir(reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The gliner checkpoint run through vllm-factory-prep (architecture and IOProcessor
-    come from the installed model package that serves its encoder type)."""
-    out = reference_dir / "served"
-    if out.exists():
-        shutil.rmtree(out)
-    return prepare(reference_dir / "checkpoint", out)
+    come from the installed model package that serves its encoder type); a directory of this
+    session's own, since sessions may share the reference directory."""
+    return prepare(reference_dir / "checkpoint", tmp_path_factory.mktemp("gliner") / "served")
 
 
 @pytest.fixture(scope="session")
