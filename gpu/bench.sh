@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# The GPU benchmark, run on the GPU machine from the repository root (see
-# ../benchmarks/README.md, "GPU run on the lent H100"). Needs, carried from the CPU machine:
-# .gpu/wheelhouse/part7 (after parts 1-6 were copied to $HOME/stage), .gpu/ours, .gpu/ref-wheels.
-# Settings through the environment: CONC (client counts), BS (PyLate batch sizes),
-# OPEN_LOOP=0 to skip the Poisson points, EXTRA (more bench options), BUDGET (seconds).
+# A plugin's benchmark on an offline GPU host, run there from the repository root after the
+# wheelhouse parts reached $HOME/stage (see gpu/README.md). Carried from the CPU machine:
+# .gpu/wheelhouse/part<last> (unless vLLM is already in $HOME/site), .gpu/dist (our wheels,
+# `python gpu/stage.py`), .gpu/ref-wheels (the reference library's wheels for the in-process
+# baseline; gpu/README.md lists how to download them).
+# Settings through the environment: PLUGIN (default moderncolbert), REF_IMPORT (a module the
+# reference wheels must provide, default pylate.models), CONC (client counts), BS (reference
+# batch sizes), OPEN_LOOP=0 to skip the Poisson points, EXTRA (more bench options), BUDGET
+# (seconds for the whole script), MACHINE (results folder name, default h100).
 set -o pipefail
 T0=$(date +%s)
-[ -d "$HOME/site/vllm" ] || {
-  mkdir -p "$HOME/stage" && cp .gpu/wheelhouse/part7/* .gpu/ours/*.whl "$HOME/stage/" \
-    && bash "$HOME/stage/install.sh"
-} || exit 3
+PLUGIN=${PLUGIN:-moderncolbert}
+if [ ! -d "$HOME/site/vllm" ]; then
+  last=$(ls -d .gpu/wheelhouse/part* | sort -V | tail -1)
+  mkdir -p "$HOME/stage" && cp "$last"/* "$HOME/stage/" && bash "$HOME/stage/install.sh" || exit 3
+fi
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/site" \
+  .gpu/dist/*.whl || exit 3
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/ref" \
   .gpu/ref-wheels/*.whl || exit 4
 printf '#!/bin/sh\nPYTHONPATH=%s/ref exec python3 "$@"\n' "$HOME" > "$HOME/refpy"
 chmod +x "$HOME/refpy"
-"$HOME/refpy" -c "import pylate.models, transformers, torch; print('ref ok', transformers.__version__, torch.__version__)" || exit 5
+"$HOME/refpy" -c "import ${REF_IMPORT:-pylate.models}, transformers, torch; print('ref ok', transformers.__version__, torch.__version__)" || exit 5
 export PYTHONPATH=$HOME/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 python3 -c "import vllm, matplotlib, tqdm, vllm_factory.core.testing.bench; print('vllm', vllm.__version__)" || exit 6
 echo "setup took $(( $(date +%s) - T0 )) s"
@@ -22,10 +29,9 @@ OPEN=()
 [ "${OPEN_LOOP:-1}" = 0 ] && OPEN=(--no-open-loop)
 LEFT=$(( ${BUDGET:-575} - ($(date +%s) - T0) ))
 # shellcheck disable=SC2086  # EXTRA is a list of options
-timeout "$LEFT" python3 -m vllm_factory.core.testing.bench --plugin moderncolbert --device cuda \
+timeout "$LEFT" python3 -m vllm_factory.core.testing.bench --plugin "$PLUGIN" --device cuda \
   --concurrency "${CONC:-1,16,64,256}" --batch-sizes "${BS:-1,16,64,256}" "${OPEN[@]}" $EXTRA \
-  --ref-python "$HOME/refpy" --machine h100 --out-dir "$OUT" 2>&1 | tee "$OUT/run.log"
+  --ref-python "$HOME/refpy" --machine "${MACHINE:-h100}" --out-dir "$OUT" 2>&1 | tee "$OUT/run.log"
 rc=$?
-tar czf "$OUT/server-logs.tgz" /tmp/vllm-server-*.log 2>/dev/null
 echo "bench rc=$rc total $(( $(date +%s) - T0 )) s"
 exit $rc

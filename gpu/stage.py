@@ -1,0 +1,124 @@
+"""Stage a GPU check for a GPU host that has no network (run on the CPU machine).
+
+Puts under ``<repo>/.gpu/`` (ignored by git), for ``gpu/check.py`` to use there:
+
+- ``dist/``: every wheel of this repository (``pip wheel --no-deps``);
+- ``artifacts/``: each model package's reference folder (the tiny checkpoint and the
+  reference library's fp32 CPU outputs), built here in the reference venvs if missing;
+- ``wheelhouse/part1..N`` (with ``--wheelhouse``): CUDA vLLM and what the host lacks, from the
+  shared wheelhouse script (``$VLLM_FACTORY_WHEELHOUSE_SCRIPT``, by default
+  ``../shared/gpu/prepare-wheelhouse.sh`` beside this checkout), in parts small enough to
+  travel one at a time; the last part holds ``install.sh``.
+
+    python gpu/stage.py [--wheelhouse] [--python PYTHON]
+
+``--python``: the interpreter that builds the references (it needs this repository's
+``vllm-factory-core`` importable; the default is the one running this script with
+``core/src`` on its path). See gpu/README.md for how the parts reach the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE = ROOT / ".gpu"
+logger = logging.getLogger("gpu.stage")
+# Imports every package's reference module and prints its (built or cached) folder.
+BUILD_REFERENCES = """
+import importlib, sys
+for folder in sys.argv[1:]:
+    sys.path.insert(0, folder)
+    name = folder.rstrip("/").split("/")[-2] + "_reference"
+    print(importlib.import_module(name).reference_dir(), flush=True)
+"""
+
+
+def packages() -> list[Path]:
+    """Every folder with a pyproject.toml: core, kernels, backbones, heads, models."""
+    found = [Path(p).parent for p in glob.glob(str(ROOT / "*" / "pyproject.toml"))]
+    found += [Path(p).parent for p in glob.glob(str(ROOT / "packages" / "*" / "pyproject.toml"))]
+    return sorted(found)
+
+
+def build_wheels(dest: Path) -> list[Path]:
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest)]
+    subprocess.run([*cmd, *map(str, packages())], check=True)
+    wheels = sorted(dest.glob("*.whl"))
+    logger.info("wheels: %s", ", ".join(w.name for w in wheels))
+    return wheels
+
+
+def reference_folders(python: str) -> list[Path]:
+    """Build (or find, cached) every model package's reference folder."""
+    folders = sorted(
+        {str(Path(p).parent) for p in glob.glob(str(ROOT / "packages/*/reference/*_reference.py"))}
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "core" / "src"), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    done = subprocess.run(
+        [python, "-c", BUILD_REFERENCES, *folders],
+        check=True,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    return [Path(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def copy_references(folders: list[Path], dest: Path) -> None:
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for folder in folders:
+        shutil.copytree(folder, dest / folder.name, ignore=shutil.ignore_patterns("served"))
+    logger.info("references: %s", ", ".join(f.name for f in folders))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wheelhouse", action="store_true", help="also (re)build the vLLM parts")
+    parser.add_argument("--python", default=sys.executable)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    exclude = ROOT / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    if "/.gpu/" not in (exclude.read_text() if exclude.exists() else ""):
+        with open(exclude, "a", encoding="utf-8") as handle:
+            handle.write("/.gpu/\n")
+    build_wheels(STAGE / "dist")
+    copy_references(reference_folders(args.python), STAGE / "artifacts")
+    if args.wheelhouse:
+        script = os.environ.get("VLLM_FACTORY_WHEELHOUSE_SCRIPT") or str(
+            ROOT.parent / "shared" / "gpu" / "prepare-wheelhouse.sh"
+        )
+        if (STAGE / "wheelhouse").exists():
+            shutil.rmtree(STAGE / "wheelhouse")
+        subprocess.run(["bash", script, str(STAGE / "wheelhouse")], check=True)
+    sizes = subprocess.run(
+        ["du", "-sh", *sorted(map(str, STAGE.iterdir()))],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    logger.info("%s", sizes.stdout.strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
