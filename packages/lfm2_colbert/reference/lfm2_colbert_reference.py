@@ -45,10 +45,14 @@ def _build(target: Path) -> None:
         PYLATE_PINS / "encode_reference.py", "--library", "pylate", "--checkpoint", checkpoint,
         "--corpus", CORPUS, "--out", target / "ref-pylate-bf16.npz", "--dtype", "bfloat16",
     )  # fmt: skip
+    pylate_env().run(
+        PYLATE_PINS / "score_reference.py", "--vectors", target / "ref-pylate.npz",
+        "--bf16", target / "ref-pylate-bf16.npz", "--out", target / "ref-pylate-scores.npz",
+    )  # fmt: skip
 
 
 def reference_dir() -> Path:
     """``<artifacts>/lfm2_colbert-reference-<hash>/`` with checkpoint/ and ref-pylate.npz."""
     inputs = sorted(REFERENCE.glob("*.py")) + [CORPUS, PYLATE_PINS / "requirements-pylate.txt"]
-    inputs.append(PYLATE_PINS / "encode_reference.py")
+    inputs += [PYLATE_PINS / "encode_reference.py", PYLATE_PINS / "score_reference.py"]
     return cached_artifact("lfm2_colbert-reference", inputs, _build)

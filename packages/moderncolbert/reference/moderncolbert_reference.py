@@ -40,6 +40,10 @@ def _build(target: Path) -> None:
         REFERENCE / "encode_reference.py", "--library", "pylate", "--checkpoint", checkpoint,
         "--corpus", CORPUS, "--out", target / "ref-pylate-bf16.npz", "--dtype", "bfloat16",
     )  # fmt: skip
+    pylate.run(
+        REFERENCE / "score_reference.py", "--vectors", target / "ref-pylate.npz",
+        "--bf16", target / "ref-pylate-bf16.npz", "--out", target / "ref-pylate-scores.npz",
+    )  # fmt: skip
 
 
 def reference_dir() -> Path:

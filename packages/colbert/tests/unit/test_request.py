@@ -32,3 +32,41 @@ def test_encoding_format_defaults_to_float():
     assert ColBERTRequest.model_validate({"text": "a"}).encoding_format == "float"
     request = ColBERTRequest.model_validate({"text": "a", "encoding_format": "base64"})
     assert request.encoding_format == "base64"
+
+
+def test_scoring_form():
+    request = ColBERTRequest.model_validate({"query": "q", "documents": ["a", "b"], "top_k": 1})
+    assert request.problem() is None and request.is_scoring
+    assert request.texts == ["q", "a", "b"]
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"query": "q"}, "data.documents"),
+        ({"documents": ["a"]}, "data.query"),
+        ({"top_k": 2}, "data.query"),
+        ({"query": "q", "documents": ["a"], "text": "x"}, "data.text"),
+        ({"query": "q", "documents": ["a"], "is_query": True}, "data.is_query"),
+        ({}, "data.text"),
+    ],
+)
+def test_forms_that_do_not_fit_name_the_field(data, field):
+    problem = ColBERTRequest.model_validate(data).problem()
+    assert problem is not None and problem[0] == field and problem[1].startswith(field)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"query": "", "documents": ["a"]},
+        {"query": "q", "documents": []},
+        {"query": "q", "documents": ["a", " "]},
+        {"query": "q", "documents": ["a"] * 10_000},
+        {"query": "q", "documents": ["a"], "top_k": 0},
+        {"query": "q", "documents": "a"},
+    ],
+)
+def test_scoring_rejected(data):
+    with pytest.raises(ValidationError):
+        ColBERTRequest.model_validate(data)

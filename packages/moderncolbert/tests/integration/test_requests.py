@@ -7,6 +7,7 @@ from vllm_factory.heads.colbert.testing.requests import (  # noqa: F401  (collec
     test_batch_equals_one_request_per_text,
     test_huge_text_is_truncated_to_document_length,
     test_missing_data_is_a_4xx,
+    test_scoring_ranks_like_its_scores_and_batches_like_one_by_one,
     test_single_text_gives_one_result,
     test_vectors_are_normalised,
 )

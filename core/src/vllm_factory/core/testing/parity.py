@@ -22,6 +22,9 @@ class Tolerance:
     min_cosine: float  # per vector (per token for multi-vector models)
     vector_abs: float  # max |served - reference| of a unit-norm sentence vector's entries
     score: float  # max |served - reference| of a probability (GLiNER span x label scores)
+    # max |served - reference| of a late-interaction (MaxSim) score, per query token: a score
+    # sums one dot product per query token, so vector noise adds up with the query's length
+    maxsim: float
     margin: float  # a score this close to a decision threshold may land on either side of it
     tie: float  # overlapping candidate spans this close may be ranked either way
 
@@ -36,8 +39,12 @@ class LibraryError:
 
 
 TOLERANCES = {
-    "float32": Tolerance(min_cosine=0.99999, vector_abs=1e-4, score=1e-4, margin=1e-3, tie=2e-5),
-    "bfloat16": Tolerance(min_cosine=0.999, vector_abs=1e-2, score=2e-2, margin=1e-2, tie=1e-2),
+    "float32": Tolerance(
+        min_cosine=0.99999, vector_abs=1e-4, score=1e-4, maxsim=1e-6, margin=1e-3, tie=2e-5
+    ),
+    "bfloat16": Tolerance(
+        min_cosine=0.999, vector_abs=1e-2, score=2e-2, maxsim=2e-3, margin=1e-2, tie=1e-2
+    ),
 }
 # A bf16 server may be this many times as far from fp32 as the library's own bf16 run: two
 # bf16 implementations round differently (fused kernels, other summation orders).
@@ -53,16 +60,22 @@ def tolerance(dtype: str, library: LibraryError | None = None) -> Tolerance:
         raise ValueError(f"no parity tolerance for dtype {dtype!r}: {sorted(TOLERANCES)}") from None
     if dtype == "float32" or library is None:
         return base
-    min_cosine, score, vector_abs = base.min_cosine, base.score, base.vector_abs
+    min_cosine, score, vector_abs, maxsim = (
+        base.min_cosine,
+        base.score,
+        base.vector_abs,
+        base.maxsim,
+    )
     if library.min_cosine is not None:
         min_cosine = min(min_cosine, 1 - BF16_FACTOR * (1 - library.min_cosine))
-    if library.max_abs_diff is not None:
+    if library.max_abs_diff is not None:  # in the unit of whatever output the caller measured
         score = max(score, BF16_FACTOR * library.max_abs_diff)
         vector_abs = max(vector_abs, BF16_FACTOR * library.max_abs_diff)
+        maxsim = max(maxsim, BF16_FACTOR * library.max_abs_diff)
     # A decision flips only where the score moved past the threshold, and two candidates swap
     # only where each moved by up to ``score``.
     margin, tie = max(base.margin, score), max(base.tie, 2 * score)
-    return Tolerance(min_cosine, vector_abs, score, margin=margin, tie=tie)
+    return Tolerance(min_cosine, vector_abs, score, maxsim, margin=margin, tie=tie)
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:

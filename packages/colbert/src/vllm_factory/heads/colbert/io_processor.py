@@ -1,10 +1,15 @@
 """PyLate-exact ColBERT pre/post-processing inside vLLM's API server.
 
-Request ``data``: ``{"text": str | [str, ...], "is_query": bool = false}``.
-Response ``data``: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text,
-in input order; vectors are L2-normalised. With ``"encoding_format": "base64"`` in ``data``,
+Encoding: request ``data`` ``{"text": str | [str, ...], "is_query": bool = false}``; response
+``data``: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text, in input
+order; vectors are L2-normalised. With ``"encoding_format": "base64"`` in ``data``,
 ``embeddings`` is instead the base64 of the ``[num_tokens, dim]`` little-endian float32
 matrix (row-major) and ``dim`` is added.
+
+Scoring: request ``data`` ``{"query": str, "documents": [str, ...], "top_k": int}``; the
+query and the documents are encoded as above and scored here (MaxSim, see ``scoring``);
+response ``data``: ``{"scores": [float per document, in input order], "top": [{"index",
+"score"}, ...]}`` (``top`` only with ``top_k``). No vector leaves the server.
 
 Queries: ``[CLS] [Q] tokens [SEP]`` padded with the mask token to ``query_length`` (query
 expansion); every token is returned. Documents: ``[CLS] [D] tokens [SEP]`` truncated to
@@ -20,9 +25,11 @@ from typing import Any
 
 import torch
 from transformers import AutoTokenizer
+from vllm_factory.core import compat
 from vllm_factory.core.io_processor import FactoryIOProcessor
 from vllm_factory.heads.colbert.expansion import expansion_token_id
 from vllm_factory.heads.colbert.request import ColBERTRequest
+from vllm_factory.heads.colbert.scoring import maxsim_scores, top_k
 from vllm_factory.heads.colbert.settings import ColBERTSettings, read_colbert_settings
 
 
@@ -68,18 +75,40 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
             ids = ids[:1] + [prefix_id] + ids[1:]
         return ids
 
+    def parse_data(self, data: object) -> ColBERTRequest:
+        request = super().parse_data(data)
+        problem = request.problem()
+        if problem is not None:
+            raise compat.validation_error(problem[1], problem[0])
+        return request
+
     def build_prompts(self, request: ColBERTRequest) -> list[list[int]]:
+        if request.is_scoring:
+            documents = [self.encode(text, is_query=False) for text in request.documents]
+            return [self.encode(request.query, is_query=True), *documents]
         return [self.encode(text, request.is_query) for text in request.texts]
 
-    def build_response(self, request: ColBERTRequest, outputs: Sequence[Any]) -> list[dict]:
+    def build_response(self, request: ColBERTRequest, outputs: Sequence[Any]) -> list[dict] | dict:
+        if request.is_scoring:
+            query = outputs[0].outputs.data.float().cpu()
+            documents = [self.kept_vectors(output).float().cpu() for output in outputs[1:]]
+            scores = maxsim_scores(query, documents)
+            if request.top_k is None:
+                return {"scores": scores}
+            return {"scores": scores, "top": top_k(scores, request.top_k)}
         results = []
         for output in outputs:
-            vectors = output.outputs.data
-            if not request.is_query:
-                keep = [t not in self.skiplist_ids for t in output.prompt_token_ids]
-                vectors = vectors[torch.tensor(keep, dtype=torch.bool, device=vectors.device)]
-            results.append(self._encode_vectors(vectors.float(), request.encoding_format))
+            vectors = output.outputs.data if request.is_query else self.kept_vectors(output)
+            results.append(
+                self._encode_vectors(vectors.float(), request.encoding_format or "float")
+            )
         return results
+
+    def kept_vectors(self, output: Any) -> torch.Tensor:
+        """A document's vectors without its skiplist tokens (they take part in attention only)."""
+        vectors = output.outputs.data
+        keep = [t not in self.skiplist_ids for t in output.prompt_token_ids]
+        return vectors[torch.tensor(keep, dtype=torch.bool, device=vectors.device)]
 
     @staticmethod
     def _encode_vectors(vectors: torch.Tensor, encoding_format: str) -> dict:

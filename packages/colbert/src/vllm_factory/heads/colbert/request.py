@@ -1,4 +1,12 @@
-"""The ColBERT request body (``data`` of POST /pooling); no vLLM import, unit-testable."""
+"""The ColBERT request body (``data`` of POST /pooling); no vLLM import, unit-testable.
+
+Two forms:
+
+- encoding: ``{"text": str | [str, ...], "is_query": bool, "encoding_format": ...}`` returns
+  each text's token vectors;
+- scoring: ``{"query": str, "documents": [str, ...], "top_k": int}`` returns one MaxSim score
+  per document (and the ``top_k`` best), the vectors never leaving the server.
+"""
 
 from __future__ import annotations
 
@@ -11,31 +19,84 @@ MAX_TEXTS_PER_REQUEST = 1024
 MAX_CHARS_PER_TEXT = 1_000_000
 
 
+def _check_texts(texts: list[str]) -> None:
+    if not texts:
+        raise ValueError("must hold at least one text")
+    if len(texts) > MAX_TEXTS_PER_REQUEST:
+        raise ValueError(f"at most {MAX_TEXTS_PER_REQUEST} texts per request")
+    for text in texts:
+        if not text.strip():
+            raise ValueError("texts must not be empty or whitespace only")
+        if len(text) > MAX_CHARS_PER_TEXT:
+            raise ValueError(f"texts must be at most {MAX_CHARS_PER_TEXT} characters")
+
+
 class ColBERTRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: str | list[str]
+    text: str | list[str] | None = None
     is_query: bool = False
     # "float": nested JSON lists. "base64": each text's [num_tokens, dim] matrix as
     # little-endian float32 bytes, row-major, base64-encoded: ~4x smaller and far cheaper
     # to encode and parse than a JSON list of 65k floats per 512-token document.
     encoding_format: Literal["float", "base64"] = "float"
+    query: str | None = None
+    documents: list[str] | None = None
+    top_k: int | None = None
 
     @field_validator("text")
     @classmethod
-    def _check_text(cls, value: str | list[str]) -> str | list[str]:
-        texts = [value] if isinstance(value, str) else value
-        if not texts:
-            raise ValueError("must hold at least one text")
-        if len(texts) > MAX_TEXTS_PER_REQUEST:
-            raise ValueError(f"at most {MAX_TEXTS_PER_REQUEST} texts per request")
-        for text in texts:
-            if not text.strip():
-                raise ValueError("texts must not be empty or whitespace only")
-            if len(text) > MAX_CHARS_PER_TEXT:
-                raise ValueError(f"texts must be at most {MAX_CHARS_PER_TEXT} characters")
+    def _check_text(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if value is not None:
+            _check_texts([value] if isinstance(value, str) else value)
         return value
+
+    @field_validator("query")
+    @classmethod
+    def _check_query(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_texts([value])
+        return value
+
+    @field_validator("documents")
+    @classmethod
+    def _check_documents(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            _check_texts(value)
+        return value
+
+    @field_validator("top_k")
+    @classmethod
+    def _check_top_k(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError("must be at least 1")
+        return value
+
+    def problem(self) -> tuple[str, str] | None:
+        """(field, message) when the fields do not form one of the two request forms."""
+        scoring = {"query", "documents", "top_k"} & self.model_fields_set
+        encoding = {"text", "is_query", "encoding_format"} & self.model_fields_set
+        if scoring and encoding:
+            field = min(encoding)
+            return f"data.{field}", (
+                f"data.{field}: a scoring request (query, documents) takes no {field}"
+            )
+        if scoring:
+            for field in ("query", "documents"):
+                if getattr(self, field) is None:
+                    return f"data.{field}", f"data.{field}: field required to score documents"
+            return None
+        if self.text is None:
+            return "data.text", "data.text: field required (or data.query and data.documents)"
+        return None
+
+    @property
+    def is_scoring(self) -> bool:
+        return self.query is not None
 
     @property
     def texts(self) -> list[str]:
+        """The texts to encode: the query then the documents when scoring."""
+        if self.is_scoring:
+            return [self.query, *self.documents]
         return [self.text] if isinstance(self.text, str) else list(self.text)

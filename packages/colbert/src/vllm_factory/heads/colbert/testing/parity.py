@@ -6,6 +6,7 @@ Below fp32 the limit follows the first library's own run in that dtype
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from vllm_factory.core.testing.parity import LibraryError, compare_token_vectors, tolerance
 from vllm_factory.core.testing.report import record
@@ -41,3 +42,41 @@ def test_parity(server, encode, reference, reference_dir, corpus, colbert_packag
         })  # fmt: skip
         assert parity.count_mismatches == [], f"token counts differ from {library}'s"
         assert parity.min_cosine >= limit.min_cosine, library
+
+
+@pytest.mark.parity
+def test_served_scores_match_pylate(server, reference, reference_dir, corpus, colbert_package):
+    """POST /pooling {query, documents}: every corpus query against every corpus document,
+    scored in the server, vs ``pylate.scores.colbert_scores`` of PyLate's own vectors."""
+    scores = np.load(reference_dir / "ref-pylate-scores.npz")
+    expected = scores["scores"]
+    served = []
+    for query in corpus["queries"]:
+        response = server.pooling({"query": query, "documents": corpus["documents"]})
+        assert response.status_code == 200, response.text
+        served.append(response.json()["data"]["scores"])
+    served = np.asarray(served)
+    assert served.shape == expected.shape
+    # Limits per query token (see TOLERANCES), times each query's number of vectors.
+    lengths = np.asarray([len(v) for v in reference(colbert_package.libraries[0])["queries"]])[
+        :, None
+    ]
+    worst = float((np.abs(served - expected) / lengths).max())
+    own = None
+    if server.dtype != "float32":
+        own_diff = np.abs(scores["scores_bf16"] - expected) / lengths
+        own = LibraryError(max_abs_diff=float(own_diff.max()))
+    limit = tolerance(server.dtype, own).maxsim
+    agree = float((served.argmax(axis=1) == expected.argmax(axis=1)).mean())
+    print(f"\nserved scores ({server.dtype}): {served.size} query x document scores, max |diff| "
+          f"{float(np.abs(served - expected).max()):.2e}, per query token {worst:.2e} (limit "
+          f"{limit:.1e}); best document the same for {agree:.0%} of queries"
+          + (f"; PyLate's own bf16 run: {own.max_abs_diff:.2e} per query token" if own else ""))  # fmt: skip
+    record(colbert_package.name, "parity", "scores", {
+        "dtype": server.dtype, "scores": int(served.size),
+        "maxsim_max_abs_diff": float(np.abs(served - expected).max()),
+        "maxsim_max_abs_diff_per_token": worst,
+        "threshold_per_token": limit, "best_document_agreement": agree,
+        "library_bf16_max_abs_diff_per_token": own.max_abs_diff if own else None,
+    })  # fmt: skip
+    assert worst <= limit

@@ -61,6 +61,13 @@ BAD_REQUESTS = [
     ({"text": ["x"] * 1025}, "data.text"),
     ({"text": "x" * 1_000_001}, "data.text"),
     ("just a string", "data"),
+    ({"query": "q"}, "data.documents"),
+    ({"query": "q", "documents": []}, "data.documents"),
+    ({"query": "", "documents": ["d"]}, "data.query"),
+    ({"query": "q", "documents": ["d"] * 10_000}, "data.documents"),
+    ({"query": "q", "documents": ["d", 3]}, "data.documents"),
+    ({"query": "q", "documents": ["d"], "top_k": 0}, "data.top_k"),
+    ({"query": "q", "documents": ["d"], "text": "x"}, "data.text"),
 ]
 
 
@@ -86,3 +93,20 @@ def test_missing_data_is_a_4xx(server):
 def test_vectors_are_normalised(encode, is_query):
     for vectors in encode(["Normalisation check, with punctuation!"], is_query=is_query):
         np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_scoring_ranks_like_its_scores_and_batches_like_one_by_one(server, corpus):
+    documents = corpus["documents"][:8]
+    body = {"query": corpus["queries"][0], "documents": documents, "top_k": 3}
+    response = server.pooling(body)
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    scores = data["scores"]
+    assert len(scores) == len(documents)
+    best = sorted(range(len(scores)), key=lambda i: -scores[i])[:3]
+    assert [item["index"] for item in data["top"]] == best
+    assert [item["score"] for item in data["top"]] == [scores[i] for i in best]
+    for i in (0, 5):
+        alone = server.pooling({"query": corpus["queries"][0], "documents": [documents[i]]})
+        assert alone.status_code == 200, alone.text
+        np.testing.assert_allclose(alone.json()["data"]["scores"][0], scores[i], atol=1e-5)
