@@ -27,6 +27,13 @@ def pylate_env() -> ReferenceEnv:
     )
 
 
+def st_env() -> ReferenceEnv:
+    """moderncolbert's sentence-transformers venv (same name and pins: one cached venv)."""
+    return ReferenceEnv(
+        "sentence-transformers-6.2", [["-r", str(PYLATE_PINS / "requirements-st.txt")]]
+    )
+
+
 def build_checkpoint(target: Path, size: str = "tiny", seed: int = 0) -> Path:
     pylate_env().ensure().run(
         REFERENCE / "build_checkpoint.py", "--out", target, "--seed", str(seed), "--size", size
@@ -49,10 +56,24 @@ def _build(target: Path) -> None:
         PYLATE_PINS / "score_reference.py", "--vectors", target / "ref-pylate.npz",
         "--bf16", target / "ref-pylate-bf16.npz", "--out", target / "ref-pylate-scores.npz",
     )  # fmt: skip
+    # The same backbone saved in sentence-transformers' own layout, and its outputs.
+    st = st_env().ensure()
+    st.run(
+        PYLATE_PINS / "build_st_checkpoint.py", "--from", checkpoint,
+        "--out", target / "checkpoint-st", "--variant", "native",
+    )  # fmt: skip
+    for dtype, out in (("float32", "ref-st-layout.npz"), ("bfloat16", "ref-st-layout-bf16.npz")):
+        st.run(
+            PYLATE_PINS  / "encode_reference.py", "--library", "st", "--checkpoint",
+            target / "checkpoint-st", "--corpus", CORPUS, "--out", target / out, "--dtype", dtype,
+        )  # fmt: skip
 
 
 def reference_dir() -> Path:
     """``<artifacts>/lfm2_colbert-reference-<hash>/`` with checkpoint/ and ref-pylate.npz."""
     inputs = sorted(REFERENCE.glob("*.py")) + [CORPUS, PYLATE_PINS / "requirements-pylate.txt"]
-    inputs += [PYLATE_PINS / "encode_reference.py", PYLATE_PINS / "score_reference.py"]
+    inputs += [
+        PYLATE_PINS / name
+        for name in ("encode_reference.py", "score_reference.py", "build_st_checkpoint.py")
+    ]
     return cached_artifact("lfm2_colbert-reference", inputs, _build)

@@ -19,6 +19,7 @@ from vllm_factory.heads.colbert.testing.fixtures import (  # noqa: F401  (fixtur
     reference,
     reference_dir,
     server,
+    st_layout_server,
 )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -142,18 +143,27 @@ def special_ids(tok: Any) -> dict[str, Any]:
     }
 
 
-def encode_bf16(ckpt: str, texts: dict[str, list[str]], bs: int) -> dict[str, np.ndarray]:
-    """PyLate's own default output with the model in bf16 (on the CPU): what bf16 costs the
+def encode_bf16(
+    ckpt: str, texts: dict[str, list[str]], bs: int, library: str
+) -> dict[str, np.ndarray]:
+    """The library's own default output with the model in bf16 (on the CPU): what bf16 costs the
     library itself, against which a bf16 server is judged. Vectors and offsets only."""
-    from pylate import models
+    kwargs = {"device": "cpu", "model_kwargs": {"torch_dtype": torch.bfloat16}}
+    if library == "pylate":
+        from pylate import models
 
-    model = models.ColBERT(ckpt, device="cpu", model_kwargs={"torch_dtype": torch.bfloat16})
+        model = models.ColBERT(ckpt, **kwargs)
+        encoders = {p: partial(model.encode, is_query=p == "query") for p in PARTS}
+    else:
+        from sentence_transformers import MultiVectorEncoder
+
+        model = MultiVectorEncoder(ckpt, **kwargs)
+        encoders = {"query": model.encode_query, "document": model.encode_document}
     arrays: dict[str, np.ndarray] = {}
     for part in PARTS:
-        vecs = model.encode(
-            texts[part], is_query=part == "query", batch_size=bs, convert_to_numpy=False,
-            show_progress_bar=False,
-        )  # fmt: skip
+        vecs = encoders[part](
+            texts[part], batch_size=bs, convert_to_numpy=False, show_progress_bar=False
+        )
         vecs = [v.float().numpy() for v in vecs]
         arrays[f"{part}_offsets"] = np.cumsum([0] + [len(v) for v in vecs]).astype(np.int64)
         arrays[f"{part}_vectors"] = np.concatenate(vecs).astype(np.float32)
@@ -176,12 +186,11 @@ def main() -> None:
     items = {"query": corpus["queries"], "document": corpus["documents"]}
     texts = {p: [x["text"] for x in items[p]] for p in PARTS}
     if args.dtype == "bfloat16":
-        if args.library != "pylate":
-            raise SystemExit("--dtype bfloat16 is implemented for --library pylate")
         with torch.inference_mode():
-            arrays = encode_bf16(str(args.checkpoint), texts, args.batch_size)
-        meta = {"library": "pylate", "dtype": "bfloat16", "device": "cpu", "versions": {
-            lib: version(lib) for lib in ("torch", "transformers", "pylate")}}  # fmt: skip
+            arrays = encode_bf16(str(args.checkpoint), texts, args.batch_size, args.library)
+        library = "pylate" if args.library == "pylate" else "sentence-transformers"
+        meta = {"library": args.library, "dtype": "bfloat16", "device": "cpu", "versions": {
+            lib: version(lib) for lib in ("torch", "transformers", library)}}  # fmt: skip
         np.savez(args.out, meta_json=np.array(json.dumps(meta)), **arrays)
         LOG.info("wrote %s (bf16)", args.out)
         return

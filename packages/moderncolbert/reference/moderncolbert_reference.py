@@ -44,6 +44,17 @@ def _build(target: Path) -> None:
         REFERENCE / "score_reference.py", "--vectors", target / "ref-pylate.npz",
         "--bf16", target / "ref-pylate-bf16.npz", "--out", target / "ref-pylate-scores.npz",
     )  # fmt: skip
+    # The same backbone saved in sentence-transformers' own layout, and its outputs.
+    st = st_env().ensure()
+    st.run(
+        REFERENCE / "build_st_checkpoint.py", "--from", checkpoint,
+        "--out", target / "checkpoint-st", "--variant", "custom",
+    )  # fmt: skip
+    for dtype, out in (("float32", "ref-st-layout.npz"), ("bfloat16", "ref-st-layout-bf16.npz")):
+        st.run(
+            REFERENCE / "encode_reference.py", "--library", "st", "--checkpoint",
+            target / "checkpoint-st", "--corpus", CORPUS, "--out", target / out, "--dtype", dtype,
+        )  # fmt: skip
 
 
 def reference_dir() -> Path:

@@ -1,4 +1,4 @@
-"""PyLate-exact ColBERT pre/post-processing inside vLLM's API server.
+"""PyLate- and sentence-transformers-exact ColBERT pre/post-processing in vLLM's API server.
 
 Encoding: request ``data`` ``{"text": str | [str, ...], "is_query": bool = false}``; response
 ``data``: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text, in input
@@ -11,15 +11,18 @@ query and the documents are encoded as above and scored here (MaxSim, see ``scor
 response ``data``: ``{"scores": [float per document, in input order], "top": [{"index",
 "score"}, ...]}`` (``top`` only with ``top_k``). No vector leaves the server.
 
-Queries: ``[CLS] [Q] tokens [SEP]`` padded with the mask token to ``query_length`` (query
-expansion); every token is returned. Documents: ``[CLS] [D] tokens [SEP]`` truncated to
-``document_length``; punctuation tokens of the skiplist are dropped from the output (they
-still take part in attention), as PyLate does.
+Texts are tokenized by the rules of the library that saved the checkpoint (``settings``).
+PyLate: queries ``[CLS] [Q] tokens [SEP]`` padded with the mask token to ``query_length``
+(query expansion), every token returned; documents ``[CLS] [D] tokens [SEP]`` truncated to
+``document_length``, punctuation tokens of the skiplist dropped from the output (they still
+take part in attention). sentence-transformers: the task's prompt text prepended, its lengths,
+its expansion strategy and its skiplist sides.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +33,15 @@ from vllm_factory.core.io_processor import FactoryIOProcessor
 from vllm_factory.heads.colbert.expansion import expansion_token_id
 from vllm_factory.heads.colbert.request import ColBERTRequest
 from vllm_factory.heads.colbert.scoring import maxsim_scores, top_k
-from vllm_factory.heads.colbert.settings import ColBERTSettings, read_colbert_settings
+
+logger = logging.getLogger(__name__)
+from vllm_factory.heads.colbert.settings import (
+    PYLATE,
+    SENTENCE_TRANSFORMERS,
+    ColBERTSettings,
+    UnsupportedColBERTConfig,
+    read_colbert_settings,
+)
 
 
 class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
@@ -41,35 +52,94 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
         self.tokenizer = AutoTokenizer.from_pretrained(
             self.checkpoint.model, revision=self.checkpoint.revision
         )
-        tok = self.tokenizer
-        self.query_prefix_id = self._token_id(self.settings.query_prefix)
-        self.document_prefix_id = self._token_id(self.settings.document_prefix)
-        self.expansion_id = expansion_token_id(tok)
-        # PyLate maps each skiplist word through the vocabulary (unknown words -> UNK id).
-        self.skiplist_ids = frozenset(
-            tok.convert_tokens_to_ids(word) for word in self.settings.skiplist_words
-        )
-        longest = max(self.settings.query_length, self.settings.document_length)
-        if longest > self.max_model_len:
-            raise ValueError(
-                f"--max-model-len {self.max_model_len} is shorter than the checkpoint's "
-                f"query/document length {longest}; start vLLM with --max-model-len {longest}"
+        settings, tok = self.settings, self.tokenizer
+        self.query_prefix_id = self._token_id(settings.query_prefix)
+        self.document_prefix_id = self._token_id(settings.document_prefix)
+        self.expansion_id = expansion_token_id(tok) if settings.do_query_expansion else None
+        if settings.do_query_expansion and tok.padding_side != "right":
+            # Both libraries put expansion tokens where padding goes: left would be before the
+            # text, which the served models do not hide from attention.
+            raise UnsupportedColBERTConfig(
+                f"{self.checkpoint.model}/tokenizer_config.json: padding_side: "
+                f"{tok.padding_side!r} is not supported with query expansion (right only)"
             )
+        no_token = tok.mask_token_id is None and tok.eos_token_id is None
+        if settings.layout == SENTENCE_TRANSFORMERS and self.expansion_id is not None and no_token:
+            raise UnsupportedColBERTConfig(
+                f"{self.checkpoint.model}: query expansion needs a mask or EOS token"
+            )
+        self.skiplist_ids = self._skiplist_ids()
+        self.limits = {True: self._limit(is_query=True), False: self._limit(is_query=False)}
 
     def _token_id(self, prefix: str) -> int | None:
         return self.tokenizer.convert_tokens_to_ids(prefix) if prefix else None
 
-    def encode(self, text: str, is_query: bool) -> list[int]:
-        """Token ids exactly as PyLate's ``ColBERT.tokenize`` builds them."""
+    def _skiplist_ids(self) -> frozenset[int]:
+        """PyLate maps each skiplist word through the vocabulary (unknown words -> the UNK id);
+        sentence-transformers drops words that are not single vocabulary tokens."""
+        tok, ids = self.tokenizer, set()
+        for word in self.settings.skiplist_words:
+            token_id = tok.convert_tokens_to_ids(word)
+            unknown = token_id == tok.unk_token_id and word != tok.unk_token
+            if not (unknown and self.settings.skiplist_drops_unknown):
+                ids.add(token_id)
+        return frozenset(ids)
+
+    def _limit(self, is_query: bool) -> int:
+        """Most tokens a query / document prompt may have (including special tokens)."""
         settings = self.settings
-        text = text.strip()  # sentence-transformers strips every input
+        if settings.layout == PYLATE:
+            longest = max(settings.query_length, settings.document_length)
+            if longest > self.max_model_len:
+                raise ValueError(
+                    f"--max-model-len {self.max_model_len} is shorter than the checkpoint's "
+                    f"query/document length {longest}; start vLLM with --max-model-len {longest}"
+                )
+            return settings.query_length if is_query else settings.document_length
+        # sentence-transformers: the task's length, else the tokenizer's own limit (which it
+        # caps at the model's position count); "fixed" expansion fixes query length.
+        positions = (self.checkpoint.json("config.json") or {}).get("max_position_embeddings")
+        default = int(self.tokenizer.model_max_length)
+        if positions:
+            default = min(default, int(positions))
+        length = settings.query_length if is_query else settings.document_length
+        limit = default if length is None else length
+        if is_query and settings.do_query_expansion:
+            floor = settings.expansion_length
+            limit = floor if settings.expansion_strategy == "fixed" else max(limit, floor)
+        if limit > self.max_model_len:
+            logger.warning(
+                "%s are truncated at --max-model-len %d; sentence-transformers keeps up to %d "
+                "tokens, so longer inputs score differently (raise --max-model-len)",
+                "queries" if is_query else "documents", self.max_model_len, limit,
+            )  # fmt: skip
+            limit = self.max_model_len
+        return limit
+
+    def encode(self, text: str, is_query: bool) -> list[int]:
+        """Token ids exactly as the library that saved the checkpoint builds them."""
+        if self.settings.layout == PYLATE:
+            return self._encode_pylate(text, is_query)
+        settings = self.settings
+        prompt = settings.query_prompt if is_query else settings.document_prompt
+        ids = self.tokenizer(
+            prompt + text, truncation="longest_first", max_length=self.limits[is_query]
+        )["input_ids"]
+        if is_query and self.expansion_id is not None:
+            ids = ids + [self.expansion_id] * (settings.expansion_length - len(ids))
+        return ids
+
+    def _encode_pylate(self, text: str, is_query: bool) -> list[int]:
+        """PyLate's ``ColBERT.tokenize``: prefix token after the first, expansion to length."""
+        settings = self.settings
+        text = text.strip()  # sentence-transformers 5 (PyLate's base) strips every input
         if settings.do_lower_case:
             text = text.lower()
         prefix_id = self.query_prefix_id if is_query else self.document_prefix_id
-        length = settings.query_length if is_query else settings.document_length
+        length = self.limits[is_query]
         room = length - 1 if prefix_id is not None else length
         ids = self.tokenizer(text, truncation="longest_first", max_length=room)["input_ids"]
-        if is_query and settings.do_query_expansion:
+        if is_query and self.expansion_id is not None:
             ids = ids + [self.expansion_id] * (room - len(ids))
         if prefix_id is not None:
             ids = ids[:1] + [prefix_id] + ids[1:]
@@ -90,23 +160,27 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
 
     def build_response(self, request: ColBERTRequest, outputs: Sequence[Any]) -> list[dict] | dict:
         if request.is_scoring:
-            query = outputs[0].outputs.data.float().cpu()
-            documents = [self.kept_vectors(output).float().cpu() for output in outputs[1:]]
+            query = self.kept_vectors(outputs[0], is_query=True).float().cpu()
+            documents = [self.kept_vectors(o, is_query=False).float().cpu() for o in outputs[1:]]
             scores = maxsim_scores(query, documents)
             if request.top_k is None:
                 return {"scores": scores}
             return {"scores": scores, "top": top_k(scores, request.top_k)}
         results = []
         for output in outputs:
-            vectors = output.outputs.data if request.is_query else self.kept_vectors(output)
+            vectors = self.kept_vectors(output, request.is_query)
             results.append(
                 self._encode_vectors(vectors.float(), request.encoding_format or "float")
             )
         return results
 
-    def kept_vectors(self, output: Any) -> torch.Tensor:
-        """A document's vectors without its skiplist tokens (they take part in attention only)."""
+    def kept_vectors(self, output: Any, is_query: bool) -> torch.Tensor:
+        """The vectors a text is represented by: all of them, less the skiplist tokens on the
+        sides the checkpoint skips them (documents only, for PyLate); those still take part
+        in attention."""
         vectors = output.outputs.data
+        if ("query" if is_query else "document") not in self.settings.skiplist_tasks:
+            return vectors
         keep = [t not in self.skiplist_ids for t in output.prompt_token_ids]
         return vectors[torch.tensor(keep, dtype=torch.bool, device=vectors.device)]
 

@@ -45,19 +45,20 @@ def corpus(colbert_package: ColBERTPackage) -> dict[str, list[str]]:
     }
 
 
+def load_vectors(path: Path) -> dict[str, list[np.ndarray]]:
+    """A reference file -> ``{"queries": [...], "documents": [...]}`` of ``[tokens, dim]``."""
+    data = np.load(path)
+    out = {}
+    for part, key in (("query", "queries"), ("document", "documents")):
+        offsets, vectors = data[f"{part}_offsets"], data[f"{part}_vectors"]
+        out[key] = [vectors[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+    return out
+
+
 @pytest.fixture(scope="session")
 def reference(reference_dir: Path):
     """``reference(library)`` -> ``{"queries": [...], "documents": [...]}`` of ``[tokens, dim]``."""
-
-    def load(library: str) -> dict[str, list[np.ndarray]]:
-        data = np.load(reference_dir / f"ref-{library}.npz")
-        out = {}
-        for part, key in (("query", "queries"), ("document", "documents")):
-            offsets, vectors = data[f"{part}_offsets"], data[f"{part}_vectors"]
-            out[key] = [vectors[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
-        return out
-
-    return load
+    return lambda library: load_vectors(reference_dir / f"ref-{library}.npz")
 
 
 @pytest.fixture(scope="session")
@@ -74,8 +75,7 @@ def server(checkpoint: Path, colbert_package: ColBERTPackage):
         yield running
 
 
-@pytest.fixture(scope="session")
-def encode(server):
+def encoder(server):
     """``encode(texts, is_query)`` through POST /pooling -> list of ``[tokens, dim]`` arrays."""
 
     def run(texts: list[str] | str, is_query: bool) -> list[np.ndarray]:
@@ -87,6 +87,25 @@ def encode(server):
         return [np.asarray(item["embeddings"], dtype=np.float32) for item in items]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def encode(server):
+    return encoder(server)
+
+
+@pytest.fixture(scope="module")
+def st_layout_server(reference_dir: Path, colbert_package: ColBERTPackage):
+    """A server on the same backbone saved in sentence-transformers' own layout
+    (``checkpoint-st``), served with only the flags a PyLate checkpoint needs."""
+    from vllm_factory.core.testing.server import VllmServer
+
+    with VllmServer(
+        reference_dir / "checkpoint-st",
+        io_processor_plugin=colbert_package.io_processor,
+        hf_overrides={"architectures": [colbert_package.architecture]},
+    ) as running:
+        yield running
 
 
 def add_parity_marker(config: pytest.Config) -> None:

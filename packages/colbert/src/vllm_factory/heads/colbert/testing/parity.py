@@ -1,5 +1,6 @@
 """Served token vectors vs the reference libraries' outputs for the same weights (the ColBERT
-packages' shared parity test; the libraries are the package's ``ColBERTPackage.libraries``).
+packages' shared parity test; the libraries are the package's ``ColBERTPackage.libraries``),
+for PyLate's layout and for sentence-transformers' own (``checkpoint-st``).
 
 Below fp32 the limit follows the first library's own run in that dtype
 (``ref-<library>-bf16.npz``; see ``vllm_factory.core.testing.parity``)."""
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from vllm_factory.core.testing.parity import LibraryError, compare_token_vectors, tolerance
 from vllm_factory.core.testing.report import record
+from vllm_factory.heads.colbert.testing.fixtures import encoder, load_vectors
 
 
 @pytest.mark.parity
@@ -80,3 +82,32 @@ def test_served_scores_match_pylate(server, reference, reference_dir, corpus, co
         "library_bf16_max_abs_diff_per_token": own.max_abs_diff if own else None,
     })  # fmt: skip
     assert worst <= limit
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("part", ["queries", "documents"])
+def test_sentence_transformers_layout(
+    st_layout_server, reference_dir, corpus, colbert_package, part
+):
+    """A checkpoint saved by sentence-transformers' MultiVectorEncoder, read by its own rules
+    (prompts, lengths, expansion strategy, skiplist sides), vs its encode_query/_document."""
+    server = st_layout_server
+    served = encoder(server)(corpus[part], is_query=part == "queries")
+    expected = load_vectors(reference_dir / "ref-st-layout.npz")[part]
+    own = None
+    if server.dtype != "float32":
+        own = compare_token_vectors(
+            load_vectors(reference_dir / "ref-st-layout-bf16.npz")[part], expected
+        )
+    limit = tolerance(server.dtype, own and LibraryError(min_cosine=own.min_cosine))
+    parity = compare_token_vectors(served, expected)
+    print(f"\nsentence-transformers layout {part} ({server.dtype}): {parity.summary()}")
+    record(colbert_package.name, "parity", f"st-layout/{part}", {
+        "dtype": server.dtype, "items": parity.items,
+        "token_count_mismatches": len(parity.count_mismatches),
+        "min_cosine": parity.min_cosine, "max_abs_diff": parity.max_abs_diff,
+        "threshold": limit.min_cosine,
+        "library_bf16_min_cosine": own.min_cosine if own else None,
+    })  # fmt: skip
+    assert parity.count_mismatches == [], "token counts differ from sentence-transformers'"
+    assert parity.min_cosine >= limit.min_cosine
