@@ -12,15 +12,13 @@ needs no prep step. Every GLiNER model package registers it from its general plu
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
+from vllm_factory.core import config_format as core_config_format
 from vllm_factory.core.checkpoint import CheckpointFiles
 from vllm_factory.heads.gliner.prep import PrepError, Target, build_config, find_target
 from vllm_factory.heads.gliner.settings import CONFIG_FILE, parse_settings
-
-logger = logging.getLogger(__name__)
 
 CONFIG_FORMAT = "gliner"
 
@@ -42,33 +40,4 @@ def served_config(
 
 def register_config_format() -> None:
     """Register the ``gliner`` config format with vLLM once per process."""
-    from transformers import AutoConfig
-    from vllm.transformers_utils.config import get_config_parser, register_config_parser
-    from vllm.transformers_utils.config_parser_base import ConfigParserBase
-
-    try:
-        get_config_parser(CONFIG_FORMAT)
-        return  # another GLiNER package registered it already
-    except ValueError:
-        pass
-
-    class GLiNERConfigParser(ConfigParserBase):
-        def parse(
-            self,
-            model: str | Path,
-            trust_remote_code: bool,
-            revision: str | None = None,
-            code_revision: str | None = None,
-            **kwargs: Any,
-        ) -> tuple[dict, Any]:
-            config_dict = served_config(model, revision)
-            fields = {k: v for k, v in config_dict.items() if k != "model_type"}
-            config = AutoConfig.for_model(config_dict["model_type"], **fields)
-            logger.info(
-                "%s: served as %s with IOProcessor %s (from %s)",
-                model, config_dict["architectures"][0], config_dict["io_processor_plugin"],
-                CONFIG_FILE,
-            )  # fmt: skip
-            return config_dict, config
-
-    register_config_parser(CONFIG_FORMAT)(GLiNERConfigParser)
+    core_config_format.register_config_format(CONFIG_FORMAT, served_config)

@@ -15,16 +15,15 @@ files. The architecture is looked up from the installed GLiNER model packages: e
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 
+from vllm_factory.core.config_format import Target
+from vllm_factory.core.config_format import installed_targets as installed_targets_with
 from vllm_factory.heads.gliner.settings import CONFIG_FILE, parse_settings
 
 logger = logging.getLogger("vllm_factory.prep")
@@ -44,33 +43,14 @@ class PrepError(RuntimeError):
     """The input directory cannot be prepared; the message says why."""
 
 
-@dataclass(frozen=True)
-class Target:
-    architecture: str
-    io_processor: str
-    package: str
+# Which installed GLiNER model package serves which encoder model_type.
+TARGETS_ATTRIBUTE = "GLINER_ENCODER_TYPES"
 
 
 def installed_targets() -> dict[str, Target]:
-    """Encoder model_type -> target, from the installed vllm-factory GLiNER model packages.
-
-    Found through their (already declared) IOProcessor entry points; only the package
-    ``__init__`` is imported, which never imports vLLM.
-    """
-    targets: dict[str, Target] = {}
-    for ep in entry_points(group="vllm.io_processor_plugins"):
-        module = ep.value.split(":")[0]
-        if not module.startswith("vllm_factory.models."):
-            continue
-        package = module.rsplit(".", 1)[0]
-        try:
-            pkg = importlib.import_module(package)
-        except Exception as error:  # noqa: BLE001 - a broken unrelated package must not stop us
-            logger.debug("skipping %s: %s", package, error)
-            continue
-        for model_type in getattr(pkg, "GLINER_ENCODER_TYPES", ()):
-            targets[model_type] = Target(pkg.ARCHITECTURE, pkg.IO_PROCESSOR, package)
-    return targets
+    """Encoder model_type -> target, from the installed vllm-factory GLiNER model packages
+    (each declares ``GLINER_ENCODER_TYPES``, ``ARCHITECTURE`` and ``IO_PROCESSOR``)."""
+    return installed_targets_with(TARGETS_ATTRIBUTE)
 
 
 def read_json(path: Path) -> dict:

@@ -1,6 +1,7 @@
 """Entry points: vLLM calls these at start-up in every process."""
 
 from vllm_factory.core.registration import io_processor_entry, register_architecture
+from vllm_factory.heads.colbert.config_format import register_config_format
 from vllm_factory.models.moderncolbert import ARCHITECTURE
 
 DISTRIBUTION = "vllm-factory-moderncolbert"
@@ -10,6 +11,7 @@ def register() -> None:
     register_architecture(
         DISTRIBUTION, ARCHITECTURE, "vllm_factory.models.moderncolbert.model:ModernColBERT"
     )
+    register_config_format()  # vllm serve COLBERT_DIR --config-format colbert
 
 
 def io_processor() -> str:

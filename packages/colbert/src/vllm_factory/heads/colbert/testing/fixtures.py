@@ -97,13 +97,12 @@ def encode(server):
 @pytest.fixture(scope="module")
 def st_layout_server(reference_dir: Path, colbert_package: ColBERTPackage):
     """A server on the same backbone saved in sentence-transformers' own layout
-    (``checkpoint-st``), served with only the flags a PyLate checkpoint needs."""
+    (``checkpoint-st``), served as a user would: ``--config-format colbert`` and nothing else
+    (no --io-processor-plugin, no --hf-overrides)."""
     from vllm_factory.core.testing.server import VllmServer
 
     with VllmServer(
-        reference_dir / "checkpoint-st",
-        io_processor_plugin=colbert_package.io_processor,
-        hf_overrides={"architectures": [colbert_package.architecture]},
+        reference_dir / "checkpoint-st", extra_args=["--config-format", "colbert"]
     ) as running:
         yield running
 

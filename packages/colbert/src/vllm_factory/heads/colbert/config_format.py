@@ -1,0 +1,54 @@
+"""``--config-format colbert``: serve a PyLate or sentence-transformers ColBERT directory as the
+library saved it, with no ``--hf-overrides`` and no ``--io-processor-plugin``:
+
+    vllm serve COLBERT_DIR --runner pooling --config-format colbert
+
+Such a directory's ``config.json`` names the plain backbone (``ModernBertModel``, ``Lfm2Model``),
+which would load vLLM's own class. This parser serves the same config with our architecture
+and IOProcessor for that backbone, taken from the installed ColBERT model packages (each
+declares ``COLBERT_BACKBONE_TYPES``). The checkpoint's ColBERT settings are read (and refused
+where they cannot be reproduced) before the engine starts. Every ColBERT model package
+registers it from its general plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_factory.core import config_format as core_config_format
+from vllm_factory.core.checkpoint import CheckpointFiles
+from vllm_factory.core.config_format import Target, installed_targets
+from vllm_factory.heads.colbert.settings import read_colbert_settings
+
+CONFIG_FORMAT = "colbert"
+TARGETS_ATTRIBUTE = "COLBERT_BACKBONE_TYPES"
+
+
+def served_config(
+    model: str, revision: str | None = None, targets: dict[str, Target] | None = None
+) -> dict[str, Any]:
+    """The config dict vLLM serves ColBERT checkpoint ``model`` (dir or hub id) with."""
+    files = CheckpointFiles(model, revision)
+    config = files.json("config.json")
+    if config is None:
+        raise ValueError(f"--config-format {CONFIG_FORMAT}: {model} has no config.json")
+    read_colbert_settings(files)  # a ColBERT checkpoint, and one we can serve exactly
+    known = installed_targets(TARGETS_ATTRIBUTE) if targets is None else targets
+    model_type = config.get("model_type")
+    target = known.get(model_type)
+    if target is None:
+        have = ", ".join(f"{k} ({v.package})" for k, v in sorted(known.items())) or "none"
+        raise ValueError(
+            f"{model}/config.json: no installed vllm-factory ColBERT package serves backbone "
+            f"model_type {model_type!r} (installed: {have})"
+        )
+    return {
+        **config,
+        "architectures": [target.architecture],
+        "io_processor_plugin": target.io_processor,
+    }
+
+
+def register_config_format() -> None:
+    """Register the ``colbert`` config format with vLLM once per process."""
+    core_config_format.register_config_format(CONFIG_FORMAT, served_config)
