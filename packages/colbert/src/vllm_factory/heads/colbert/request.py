@@ -13,22 +13,15 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
+from vllm_factory.core.request import check_texts
 
 MAX_TEXTS_PER_REQUEST = 1024
 # Longer texts would only be truncated after an expensive tokenization.
 MAX_CHARS_PER_TEXT = 1_000_000
 
 
-def _check_texts(texts: list[str]) -> None:
-    if not texts:
-        raise ValueError("must hold at least one text")
-    if len(texts) > MAX_TEXTS_PER_REQUEST:
-        raise ValueError(f"at most {MAX_TEXTS_PER_REQUEST} texts per request")
-    for text in texts:
-        if not text.strip():
-            raise ValueError("texts must not be empty or whitespace only")
-        if len(text) > MAX_CHARS_PER_TEXT:
-            raise ValueError(f"texts must be at most {MAX_CHARS_PER_TEXT} characters")
+def _check_texts(texts: str | list[str]) -> None:
+    check_texts(texts, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
 
 
 class ColBERTRequest(BaseModel):
@@ -48,14 +41,14 @@ class ColBERTRequest(BaseModel):
     @classmethod
     def _check_text(cls, value: str | list[str] | None) -> str | list[str] | None:
         if value is not None:
-            _check_texts([value] if isinstance(value, str) else value)
+            _check_texts(value)
         return value
 
     @field_validator("query")
     @classmethod
     def _check_query(cls, value: str | None) -> str | None:
         if value is not None:
-            _check_texts([value])
+            _check_texts(value)
         return value
 
     @field_validator("documents")

@@ -7,6 +7,7 @@ IOProcessor after this model has validated the shape of the request.
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, field_validator
+from vllm_factory.core.request import check_texts
 
 MAX_TEXTS_PER_REQUEST = 1024
 # Longer texts would only be truncated after an expensive tokenization.
@@ -26,17 +27,7 @@ class EmbeddingGemmaRequest(BaseModel):
     @field_validator("text")
     @classmethod
     def _check_text(cls, value: str | list[str]) -> str | list[str]:
-        texts = [value] if isinstance(value, str) else value
-        if not texts:
-            raise ValueError("must hold at least one text")
-        if len(texts) > MAX_TEXTS_PER_REQUEST:
-            raise ValueError(f"at most {MAX_TEXTS_PER_REQUEST} texts per request")
-        for text in texts:
-            if not text.strip():
-                raise ValueError("texts must not be empty or whitespace only")
-            if len(text) > MAX_CHARS_PER_TEXT:
-                raise ValueError(f"texts must be at most {MAX_CHARS_PER_TEXT} characters")
-        return value
+        return check_texts(value, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
 
     @property
     def texts(self) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from pydantic import BaseModel, ConfigDict, field_validator
+from vllm_factory.core.request import check_texts
 
 MAX_TEXTS_PER_REQUEST = 256
 MAX_CHARS_PER_TEXT = 100_000
@@ -29,31 +30,14 @@ class GLiNERRequest(BaseModel):
     @field_validator("text")
     @classmethod
     def _check_text(cls, value: str | list[str]) -> str | list[str]:
-        texts = [value] if isinstance(value, str) else value
-        if not texts:
-            raise ValueError("must hold at least one text")
-        if len(texts) > MAX_TEXTS_PER_REQUEST:
-            raise ValueError(f"at most {MAX_TEXTS_PER_REQUEST} texts per request")
-        for text in texts:
-            if not text.strip():
-                raise ValueError("texts must not be empty or whitespace only")
-            if len(text) > MAX_CHARS_PER_TEXT:
-                raise ValueError(f"texts must be at most {MAX_CHARS_PER_TEXT} characters")
-        return value
+        return check_texts(value, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
 
     @field_validator("labels")
     @classmethod
     def _check_labels(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("must hold at least one label")
-        if len(value) > MAX_LABELS_PER_REQUEST:
-            raise ValueError(f"at most {MAX_LABELS_PER_REQUEST} labels per request")
-        for label in value:
-            if not label.strip():
-                raise ValueError("labels must not be empty or whitespace only")
-            if len(label) > MAX_CHARS_PER_LABEL:
-                raise ValueError(f"labels must be at most {MAX_CHARS_PER_LABEL} characters")
-        return value
+        return check_texts(
+            value, max_items=MAX_LABELS_PER_REQUEST, max_chars=MAX_CHARS_PER_LABEL, noun="label"
+        )
 
     @field_validator("threshold")
     @classmethod

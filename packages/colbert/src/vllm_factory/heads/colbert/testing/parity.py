@@ -14,36 +14,41 @@ from vllm_factory.core.testing.report import record
 from vllm_factory.heads.colbert.testing.fixtures import encoder, load_vectors
 
 
+def check_vectors(server, name: str, key: str, served, expected, own_run=None) -> None:
+    """Served token vectors vs ``expected`` (fp32 reference); below fp32 the limit follows
+    ``own_run``, the reference library's own run in the server's dtype. Records and asserts."""
+    own = None
+    if server.dtype != "float32":
+        assert own_run is not None, f"no {server.dtype} run of the reference library"
+        own = compare_token_vectors(own_run, expected)
+        assert own.count_mismatches == []
+    limit = tolerance(server.dtype, own and LibraryError(min_cosine=own.min_cosine))
+    parity = compare_token_vectors(served, expected)
+    print(f"\n{key} ({server.dtype}): {parity.summary()}"
+          + (f"; the library's own run: min cosine {own.min_cosine:.8f}" if own else ""))  # fmt: skip
+    record(name, "parity", key, {
+        "dtype": server.dtype, "items": parity.items,
+        "token_count_mismatches": len(parity.count_mismatches),
+        "min_cosine": parity.min_cosine, "max_abs_diff": parity.max_abs_diff,
+        "threshold": limit.min_cosine,
+        "library_bf16_min_cosine": own.min_cosine if own else None,
+    })  # fmt: skip
+    assert parity.count_mismatches == [], f"{key}: token counts differ from the reference"
+    assert parity.min_cosine >= limit.min_cosine, key
+
+
 @pytest.mark.parity
 @pytest.mark.parametrize("part", ["queries", "documents"])
 def test_parity(server, encode, reference, reference_dir, corpus, colbert_package, part):
     texts = corpus[part]
     assert len(texts) >= 20
     served = encode(texts, is_query=part == "queries")
-    own = None
     yardstick = colbert_package.libraries[0]
-    if server.dtype != "float32":
-        assert (reference_dir / f"ref-{yardstick}-bf16.npz").exists(), "no bf16 yardstick"
-        own = compare_token_vectors(
-            reference(f"{yardstick}-bf16")[part], reference(yardstick)[part]
-        )
-        assert own.count_mismatches == []
-    limit = tolerance(server.dtype, own and LibraryError(min_cosine=own.min_cosine))
+    own_file = reference_dir / f"ref-{yardstick}-bf16.npz"
+    own_run = load_vectors(own_file)[part] if own_file.exists() else None
     for library in colbert_package.libraries:
-        parity = compare_token_vectors(served, reference(library)[part])
-        print(
-            f"\n{library} {part} ({server.dtype}): {parity.summary()}"
-            + (f"; {yardstick}'s own bf16 run: min cosine {own.min_cosine:.8f}" if own else "")
-        )
-        record(colbert_package.name, "parity", f"{library}/{part}", {
-            "dtype": server.dtype, "items": parity.items,
-            "token_count_mismatches": len(parity.count_mismatches),
-            "min_cosine": parity.min_cosine, "max_abs_diff": parity.max_abs_diff,
-            "threshold": limit.min_cosine,
-            "library_bf16_min_cosine": own.min_cosine if own else None,
-        })  # fmt: skip
-        assert parity.count_mismatches == [], f"token counts differ from {library}'s"
-        assert parity.min_cosine >= limit.min_cosine, library
+        expected = reference(library)[part]
+        check_vectors(server, colbert_package.name, f"{library}/{part}", served, expected, own_run)
 
 
 @pytest.mark.parity
@@ -91,23 +96,8 @@ def test_sentence_transformers_layout(
 ):
     """A checkpoint saved by sentence-transformers' MultiVectorEncoder, read by its own rules
     (prompts, lengths, expansion strategy, skiplist sides), vs its encode_query/_document."""
-    server = st_layout_server
-    served = encoder(server)(corpus[part], is_query=part == "queries")
+    served = encoder(st_layout_server)(corpus[part], is_query=part == "queries")
     expected = load_vectors(reference_dir / "ref-st-layout.npz")[part]
-    own = None
-    if server.dtype != "float32":
-        own = compare_token_vectors(
-            load_vectors(reference_dir / "ref-st-layout-bf16.npz")[part], expected
-        )
-    limit = tolerance(server.dtype, own and LibraryError(min_cosine=own.min_cosine))
-    parity = compare_token_vectors(served, expected)
-    print(f"\nsentence-transformers layout {part} ({server.dtype}): {parity.summary()}")
-    record(colbert_package.name, "parity", f"st-layout/{part}", {
-        "dtype": server.dtype, "items": parity.items,
-        "token_count_mismatches": len(parity.count_mismatches),
-        "min_cosine": parity.min_cosine, "max_abs_diff": parity.max_abs_diff,
-        "threshold": limit.min_cosine,
-        "library_bf16_min_cosine": own.min_cosine if own else None,
-    })  # fmt: skip
-    assert parity.count_mismatches == [], "token counts differ from sentence-transformers'"
-    assert parity.min_cosine >= limit.min_cosine
+    own_run = load_vectors(reference_dir / "ref-st-layout-bf16.npz")[part]
+    key = f"st-layout/{part}"
+    check_vectors(st_layout_server, colbert_package.name, key, served, expected, own_run)
