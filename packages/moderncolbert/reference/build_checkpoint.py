@@ -2,7 +2,7 @@
 
 Runs in the PyLate reference venv (no hub access needed):
 
-    python build_checkpoint.py --out DIR [--seed 0] [--size tiny|bench] [--corpus corpus.json]
+    python build_checkpoint.py --out DIR [--seed 0] [--size tiny|small|bench] [--corpus corpus.json]
 
 Steps: train a BPE tokenizer on the corpus plus stdlib docstrings, build a random
 ModernBertModel with transformers' own classes, save both to a temporary backbone dir, then let
@@ -51,6 +51,19 @@ SIZES: dict[str, dict[str, int]] = {
         "query_length": 32,
         "document_length": 96,
         "dim": 64,
+    },
+    # Long enough for 256-token documents, cheap enough for a 2-core CPU (the scoring bench).
+    "small": {
+        "hidden": 256,
+        "heads": 4,
+        "inter": 384,
+        "layers": 4,
+        "global_every": 2,
+        "local": 64,
+        "max_pos": 1024,
+        "query_length": 32,
+        "document_length": 300,
+        "dim": 128,
     },
     "bench": {
         "hidden": 768,
