@@ -62,6 +62,10 @@ LOG_FACTS = {
 }
 
 
+# Notes of jobs a deadline left unrun or stopped (``--resume`` runs them again).
+UNFINISHED = ("not run: deadline", "stopped at the deadline")
+
+
 @dataclass
 class Job:
     plugin: str
@@ -187,7 +191,7 @@ def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> 
         try:
             process.wait(timeout=budget)
         except subprocess.TimeoutExpired:
-            result.note = "stopped at the deadline"
+            result.note = UNFINISHED[1]
             process.send_signal(signal.SIGINT)  # pytest tears its fixtures (servers) down
             try:
                 process.wait(timeout=30)
@@ -364,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         "--merge", action="store_true",
         help="keep the results already in --out for jobs this run does not repeat",
     )  # fmt: skip
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="with --merge: skip the jobs that already have a result in --out (not those a "
+        "deadline stopped or left unrun)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.artifacts = args.artifacts.resolve()
     packages = model_packages(args.plugins.split(",") if args.plugins else None)
@@ -380,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.kernels_off not in ("all", "none"):
         off = {p: packages[p] for p in args.kernels_off.split(",")}
     jobs += [Job(p, pkg, "bfloat16", "default", kernels="off") for p, pkg in off.items()]
+    if args.resume and (out / "gpu-check.json").exists():
+        earlier = json.loads((out / "gpu-check.json").read_text(encoding="utf-8"))["results"]
+        finished = {r["id"] for r in earlier if not r["note"].startswith(UNFINISHED)}
+        jobs = [job for job in jobs if job.id not in finished]
+        args.merge = True
     extra = sharing_args(args.parallel)
     print(f"{gpu}: {len(jobs)} jobs, {args.parallel} at a time, flags {extra}", flush=True)
     results: list[Result] = []
@@ -419,9 +433,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _guarded(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> Result:
     if args.deadline and args.deadline - time.time() < 120:
-        return Result(
-            job.id, job.plugin, job.dtype, job.mode, job.kernels, note="not run: deadline"
-        )
+        return Result(job.id, job.plugin, job.dtype, job.mode, job.kernels, note=UNFINISHED[0])
     return run_job(job, args, out, extra)
 
 
