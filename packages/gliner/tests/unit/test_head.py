@@ -37,6 +37,26 @@ def test_output_shape_and_range():
     assert bool(((out > 0) & (out < 1)).all())
 
 
+@pytest.mark.parametrize(("dtype", "inside"), [(torch.float32, "ieee"), (torch.bfloat16, None)])
+def test_float32_lstm_runs_without_tf32(monkeypatch, dtype, inside):
+    """cuDNN runs float32 RNNs in TF32 by default (1.7e-4 off gliner's CPU scores on an H100):
+    the float32 head asks for IEEE float32 around its LSTM and restores the setting after."""
+    rnn = getattr(torch.backends.cudnn, "rnn", None)
+    if rnn is None:
+        pytest.skip("torch < 2.9: no per-operation cuDNN precision")
+    model = head().to(dtype)
+    before, seen = rnn.fp32_precision, []
+    original = model.rnn.lstm.forward
+    monkeypatch.setattr(
+        model.rnn.lstm, "forward", lambda *a: seen.append(rnn.fp32_precision) or original(*a)
+    )
+    ids = torch.tensor([1, ENT, 7, ENT, 8, 51, 20, 21, 22, 23, 2])
+    layout = WordLayout(6, (1, 2, 1))
+    request = PoolerRequest(token_ids=ids, extra={LAYOUT_KEY: {prompt_key(ids): layout.to_wire()}})
+    model([torch.randn(len(ids), 12, dtype=dtype)], [request])
+    assert seen == [inside or before] and rnn.fp32_precision == before
+
+
 def test_spans_past_the_text_use_span_zero_zero_like_gliner():
     spans = head().span_rep_layer.span_rep_layer(torch.randn(4, 8))
     assert torch.equal(spans[3, 1], spans[0, 0]) and torch.equal(spans[2, 2], spans[0, 0])
