@@ -313,18 +313,48 @@ def kernels_run(result: Result) -> str:
     ) or "-"  # fmt: skip
 
 
+def ordered(results: list[Result], plugins: list[str]) -> list[Result]:
+    """Kernels on before off, then dtype, mode and plugin in package order."""
+    order = {name: i for i, name in enumerate(plugins)}
+    return sorted(results, key=lambda r: (r.kernels != "on", DTYPES.index(r.dtype),
+                                          MODES.index(r.mode), order.get(r.plugin, len(order)),
+                                          r.plugin))  # fmt: skip
+
+
+def portable(command: str) -> str:
+    """``command`` with this checkout and the home folder written as ``.`` and ``~``."""
+    return command.replace(str(ROOT) + "/", "").replace(str(Path.home()), "~")
+
+
+def startup_facts(result: Result) -> str:
+    """What the server logs say about start-up: CUDA graphs, torch.compile, dummy runs."""
+    facts = result.log_facts
+    graphs = [f for f in facts.get("cudagraphs", []) if f.startswith("Capturing")]
+    kind = graphs[0].rstrip(":").rstrip(")").split(", ")[-1] if graphs else ""
+    parts = [f"{kind} CUDA graphs captured" if graphs else "no CUDA graphs"]
+    if facts.get("compile"):
+        parts.append("not compiled (model opts out)")
+    if facts.get("head"):
+        parts.append("dummy runs reached the head")
+    return "; ".join(parts)
+
+
 def write_results(out: Path, results: list[Result], header: dict) -> None:
     data = {**header, "results": [asdict(r) for r in results]}
     (out / "gpu-check.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     rows = [
-        "| plugin | dtype | mode | kernels | server start (s) | parity | figures | kernels run |",
-        "|---|---|---|---|---:|---|---|---|",
+        (
+            "| plugin | dtype | mode | kernels | server start (s) | start-up | parity | figures "
+            "| kernels run |"
+        ),
+        "|---|---|---|---|---:|---|---|---|---|",
     ]
     for r in results:
         start = ", ".join(f"{s:.0f}" for s in r.server_start_seconds) or "-"
         verdict = "pass" if r.passed else f"**FAIL** {r.note[:200]}"
         rows.append(
-            f"| {r.plugin} | {r.dtype} | {r.mode} | {r.kernels} | {start} | {verdict} | "
+            f"| {r.plugin} | {r.dtype} | {r.mode} | {r.kernels} | {start} | {startup_facts(r)} | "
+            f"{verdict} | "
             f"{summarise(r)} | {kernels_run(r)} |"
         )
     env = header["versions"]
@@ -373,9 +403,16 @@ def main(argv: list[str] | None = None) -> int:
         help="with --merge: skip the jobs that already have a result in --out (not those a "
         "deadline stopped or left unrun)",
     )  # fmt: skip
+    parser.add_argument(
+        "--render", type=Path, metavar="JSON",
+        help="run nothing: write --out's JSON and Markdown again from JSON (a GPU host's "
+        "results, with this version's ordering and columns)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.artifacts = args.artifacts.resolve()
     packages = model_packages(args.plugins.split(",") if args.plugins else None)
+    if args.render:
+        return render(args.render, args.out or args.render.parent, list(packages))
     gpu = gpu_name()
     out = (args.out or ROOT / "gpu" / "results" / gpu_slug(gpu)).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -408,16 +445,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{result.id}: {state} in {result.wall_seconds:.0f} s, start "
                   f"{result.server_start_seconds}, {summarise(result)} {result.note[:300]}",
                   flush=True)  # fmt: skip
-    command = "python gpu/check.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = portable(
+        "python gpu/check.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    )
     commands = [command]
     if args.merge and (out / "gpu-check.json").exists():
         done = {r.id for r in results}
         earlier = json.loads((out / "gpu-check.json").read_text(encoding="utf-8"))
         results += [Result(**r) for r in earlier["results"] if r["id"] not in done]
         commands = [*earlier.get("commands", []), command]
-    order = {name: i for i, name in enumerate(packages)}
-    results.sort(key=lambda r: (r.kernels, DTYPES.index(r.dtype), MODES.index(r.mode),
-                                order.get(r.plugin, len(order)), r.plugin))  # fmt: skip
+    results = ordered(results, list(packages))
     header = {
         "gpu": gpu,
         "finished": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -427,6 +464,16 @@ def main(argv: list[str] | None = None) -> int:
         "sharing_args": extra,
     }
     write_results(out, results, header)
+    print((out / "gpu-check.md").read_text(encoding="utf-8"))
+    return 0 if results and all(r.passed for r in results) else 1
+
+
+def render(source: Path, out: Path, plugins: list[str]) -> int:
+    data = json.loads(source.read_text(encoding="utf-8"))
+    results = ordered([Result(**r) for r in data.pop("results")], plugins)
+    data["commands"] = [portable(c) for c in data.get("commands", [])]
+    out.mkdir(parents=True, exist_ok=True)
+    write_results(out, results, data)
     print((out / "gpu-check.md").read_text(encoding="utf-8"))
     return 0 if results and all(r.passed for r in results) else 1
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vllm_factory.core.testing.refenv import ReferenceEnv, cached_artifact
+from vllm_factory.heads.colbert.testing import references
+from vllm_factory.heads.colbert.testing.references import build_st_layout
 
 REFERENCE = Path(__file__).resolve().parent
 CORPUS = REFERENCE / "corpus.json"
@@ -57,16 +59,7 @@ def _build(target: Path) -> None:
         "--bf16", target / "ref-pylate-bf16.npz", "--out", target / "ref-pylate-scores.npz",
     )  # fmt: skip
     # The same backbone saved in sentence-transformers' own layout, and its outputs.
-    st = st_env().ensure()
-    st.run(
-        PYLATE_PINS / "build_st_checkpoint.py", "--from", checkpoint,
-        "--out", target / "checkpoint-st", "--variant", "native",
-    )  # fmt: skip
-    for dtype, out in (("float32", "ref-st-layout.npz"), ("bfloat16", "ref-st-layout-bf16.npz")):
-        st.run(
-            PYLATE_PINS  / "encode_reference.py", "--library", "st", "--checkpoint",
-            target / "checkpoint-st", "--corpus", CORPUS, "--out", target / out, "--dtype", dtype,
-        )  # fmt: skip
+    build_st_layout(st_env().ensure(), PYLATE_PINS, checkpoint, target, CORPUS, "native")
 
 
 def reference_dir() -> Path:
@@ -76,4 +69,5 @@ def reference_dir() -> Path:
         PYLATE_PINS / name
         for name in ("encode_reference.py", "score_reference.py", "build_st_checkpoint.py")
     ]
+    inputs.append(Path(references.__file__))
     return cached_artifact("lfm2_colbert-reference", inputs, _build)

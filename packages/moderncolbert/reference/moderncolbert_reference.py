@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vllm_factory.core.testing.refenv import ReferenceEnv, cached_artifact
+from vllm_factory.heads.colbert.testing import references
+from vllm_factory.heads.colbert.testing.references import build_st_layout
 
 REFERENCE = Path(__file__).resolve().parent
 CORPUS = REFERENCE / "corpus.json"
@@ -45,19 +47,11 @@ def _build(target: Path) -> None:
         "--bf16", target / "ref-pylate-bf16.npz", "--out", target / "ref-pylate-scores.npz",
     )  # fmt: skip
     # The same backbone saved in sentence-transformers' own layout, and its outputs.
-    st = st_env().ensure()
-    st.run(
-        REFERENCE / "build_st_checkpoint.py", "--from", checkpoint,
-        "--out", target / "checkpoint-st", "--variant", "custom",
-    )  # fmt: skip
-    for dtype, out in (("float32", "ref-st-layout.npz"), ("bfloat16", "ref-st-layout-bf16.npz")):
-        st.run(
-            REFERENCE / "encode_reference.py", "--library", "st", "--checkpoint",
-            target / "checkpoint-st", "--corpus", CORPUS, "--out", target / out, "--dtype", dtype,
-        )  # fmt: skip
+    build_st_layout(st_env().ensure(), REFERENCE, checkpoint, target, CORPUS, "custom")
 
 
 def reference_dir() -> Path:
     """``<artifacts>/moderncolbert-reference-<hash>/`` with checkpoint/ and ref-*.npz."""
     inputs = sorted(REFERENCE.glob("*.py")) + sorted(REFERENCE.glob("*.txt")) + [CORPUS]
+    inputs.append(Path(references.__file__))
     return cached_artifact("moderncolbert-reference", inputs, _build)

@@ -48,6 +48,19 @@ def installed_targets(attribute: str) -> dict[str, Target]:
     return targets
 
 
+def target_for(model_type: str, known: dict[str, Target], family: str) -> Target:
+    """The target in ``known`` for backbone ``model_type``; ``LookupError`` naming the installed
+    ones where none serves it (``family``: "GLiNER", "ColBERT", for the message)."""
+    target = known.get(model_type)
+    if target is None:
+        have = ", ".join(f"{k} ({v.package})" for k, v in sorted(known.items())) or "none"
+        raise LookupError(
+            f"no installed vllm-factory {family} package serves backbone model_type "
+            f"{model_type!r} (installed: {have})"
+        )
+    return target
+
+
 def register_config_format(name: str, served_config: Callable[[str, str | None], dict]) -> None:
     """Register ``--config-format name`` with vLLM, once per process. ``served_config(model,
     revision)`` returns the config dict to serve (raising ``ValueError`` with the reason)."""

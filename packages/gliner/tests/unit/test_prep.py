@@ -112,7 +112,7 @@ def test_config_format_builds_what_prep_writes(checkpoint, tmp_path):
     out = prepare(checkpoint, tmp_path / "out", targets=TARGETS)
     written = json.loads((out / "config.json").read_text())
     assert served_config(checkpoint, targets=TARGETS) == written
-    with pytest.raises(ValueError, match="encoder model_type 'modernbert'"):
+    with pytest.raises(ValueError, match="backbone model_type 'modernbert'"):
         served_config(checkpoint, targets={})
     with pytest.raises(ValueError, match="has no gliner_config.json"):
         served_config(tmp_path, targets=TARGETS)

@@ -17,7 +17,7 @@ from typing import Any
 
 from vllm_factory.core import config_format as core_config_format
 from vllm_factory.core.checkpoint import CheckpointFiles
-from vllm_factory.core.config_format import Target, installed_targets
+from vllm_factory.core.config_format import Target, installed_targets, target_for
 from vllm_factory.heads.colbert.settings import read_colbert_settings
 
 CONFIG_FORMAT = "colbert"
@@ -34,14 +34,10 @@ def served_config(
         raise ValueError(f"--config-format {CONFIG_FORMAT}: {model} has no config.json")
     read_colbert_settings(files)  # a ColBERT checkpoint, and one we can serve exactly
     known = installed_targets(TARGETS_ATTRIBUTE) if targets is None else targets
-    model_type = config.get("model_type")
-    target = known.get(model_type)
-    if target is None:
-        have = ", ".join(f"{k} ({v.package})" for k, v in sorted(known.items())) or "none"
-        raise ValueError(
-            f"{model}/config.json: no installed vllm-factory ColBERT package serves backbone "
-            f"model_type {model_type!r} (installed: {have})"
-        )
+    try:
+        target = target_for(config.get("model_type"), known, "ColBERT")
+    except LookupError as error:
+        raise ValueError(f"{model}/config.json: {error}") from None
     return {
         **config,
         "architectures": [target.architecture],

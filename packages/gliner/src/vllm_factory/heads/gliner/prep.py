@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vllm_factory.core.config_format import Target
+from vllm_factory.core.config_format import Target, target_for
 from vllm_factory.core.config_format import installed_targets as installed_targets_with
 from vllm_factory.heads.gliner.settings import CONFIG_FILE, parse_settings
 
@@ -87,15 +87,10 @@ def copy_with_progress(source: Path, target: Path) -> None:
 def find_target(model_type: str, targets: dict[str, Target] | None = None) -> Target:
     """The installed package (or one of ``targets``) that serves encoder ``model_type``."""
     known = installed_targets() if targets is None else targets
-    found = known.get(model_type)
-    if found is None:
-        have = ", ".join(f"{k} ({v.package})" for k, v in sorted(known.items())) or "none"
-        raise PrepError(
-            f"no installed vllm-factory GLiNER package serves encoder model_type "
-            f"{model_type!r} (installed: {have}); install one or pass --architecture "
-            "and --io-processor"
-        )
-    return found
+    try:
+        return target_for(model_type, known, "GLiNER")
+    except LookupError as error:
+        raise PrepError(f"{error}; install one or pass --architecture and --io-processor") from None
 
 
 def build_config(gliner_config: dict, target: Target) -> dict:

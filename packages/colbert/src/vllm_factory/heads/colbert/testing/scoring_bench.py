@@ -21,7 +21,6 @@ import argparse
 import base64
 import concurrent.futures
 import json
-import os
 import platform
 import random
 import statistics
@@ -104,7 +103,17 @@ def measure(server, way: str, query: str, docs: list[str], requests: int, client
     }  # fmt: skip
 
 
+def gpu() -> tuple[str, str | None]:
+    """("cuda", its name) where the server's GPU is visible to this process, else ("cpu", None)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda", torch.cuda.get_device_name(0)
+    return "cpu", None
+
+
 def main(argv: list[str] | None = None) -> int:
+    from vllm_factory.core.testing.bench import machine_info
     from vllm_factory.core.testing.server import VllmServer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -142,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             np.abs(np.asarray(row.pop("scores")) - reference).max()
         )
     result = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {**machine_info(*gpu()), "python": platform.python_version()},
         "checkpoint": Path(args.checkpoint).name, "documents": args.documents,
         "tokens_per_document": [min(lengths), max(lengths)], "server_env": env,
         "server_args": extra,
@@ -153,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Scoring: 1 query x {args.documents} documents of {args.tokens} tokens",
         "",
-        f"Server flags `{' '.join(extra)}`, env `{env}`; {args.requests} requests per point.",
+        f"{result['machine']['gpu'] or result['machine']['cpu_model']}; server flags `{' '.join(extra)}`, env `{env}`; {args.requests} requests per point.",
         "",
         "| way | clients | documents / s | p50 ms | max abs diff of scores vs server |",
         "|---|---:|---:|---:|---:|",
