@@ -250,7 +250,8 @@ def _read_report(path: Path, result: Result, artifacts: Path) -> None:
         if kind == "server_start":
             result.server_start_seconds.append(entry["seconds"])
             # Machine paths stay out of the results: the model path is the artifacts folder.
-            result.server_args = [a.replace(str(artifacts), "<artifacts>") for a in entry["args"]]
+            args = [a.replace(str(artifacts), "<artifacts>") for a in entry["args"]]
+            result.server_args = portable_args(args)
         elif kind == "parity":
             entry.pop("plugin", None)
             result.parity[entry.pop("key")] = entry
@@ -324,6 +325,12 @@ def ordered(results: list[Result], plugins: list[str]) -> list[Result]:
 def portable(command: str) -> str:
     """``command`` with this checkout and the home folder written as ``.`` and ``~``."""
     return command.replace(str(ROOT) + "/", "").replace(str(Path.home()), "~")
+
+
+def portable_args(args: list[str]) -> list[str]:
+    """Server arguments with any other absolute path (a test's temporary folder) cut to its
+    last part: results name no folder of the machine they ran on."""
+    return [f"<tmp>/{Path(a).name}" if a.startswith("/") else a for a in args]
 
 
 def startup_facts(result: Result) -> str:
@@ -471,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
 def render(source: Path, out: Path, plugins: list[str]) -> int:
     data = json.loads(source.read_text(encoding="utf-8"))
     results = ordered([Result(**r) for r in data.pop("results")], plugins)
+    for result in results:
+        result.server_args = portable_args(result.server_args)
     data["commands"] = [portable(c) for c in data.get("commands", [])]
     out.mkdir(parents=True, exist_ok=True)
     write_results(out, results, data)
