@@ -169,9 +169,34 @@ def run_suites(session: nox.Session, suites: list[str], *args: str) -> None:
         session.run(*PYTEST, *args, suite, *extra)
 
 
+def lockstep_problems() -> list[str]:
+    """Versioning rule: every wheel carries the same version (the release tag publishes them
+    all), and every requirement of one of our wheels on another admits it."""
+    import re
+
+    from packaging.requirements import Requirement
+
+    versions = {}
+    for package in PACKAGES:
+        (path,) = (ROOT / package / "src").rglob("version.py")
+        versions[package] = re.search(r'__version__ = "([^"]+)"', path.read_text()).group(1)
+    problems = []
+    if len(set(versions.values())) > 1:
+        problems.append(f"wheel versions differ (one version for all): {versions}")
+    for package, version in versions.items():
+        text = (ROOT / package / "pyproject.toml").read_text()
+        for line in re.findall(r'"(vllm-factory-[^"]+)"', text):
+            requirement = Requirement(line)
+            if requirement.specifier and not requirement.specifier.contains(version):
+                problems.append(f"{package}/pyproject.toml: {line} excludes {version}")
+    return problems
+
+
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """Ruff: lint and formatting."""
+    """Ruff: lint and formatting; one version for every wheel."""
+    for problem in lockstep_problems():
+        session.error(problem)
     session.install("ruff==0.17.6")
     session.run("ruff", "check", *RUFF_ARGS, ".")
     session.run("ruff", "format", "--check", *RUFF_ARGS, ".")
