@@ -306,3 +306,24 @@ def test_markdown_and_files(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert all(p.stat().st_size > 0 for p in paths)
     assert json.loads((tmp_path / "demo-quick.json").read_text())["plugin"] == "demo"
+
+
+def test_written_reports_name_no_folder_of_the_machine(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    report = _report()
+    report["factors"] = bench.factors(report)
+    report["config"] |= {
+        "checkpoint": "/home/someone/repo/.artifacts/demo-bench/checkpoint-seed0",
+        "ref_python": "/root/refpy",
+    }
+    report["servers"]["plugin"]["server_log"] = "/tmp/vllm-server-x.log"
+    bench_report.write_all(report, tmp_path, "demo")
+    written = json.loads((tmp_path / "demo.json").read_text())
+    assert written["config"]["checkpoint"] == ".artifacts/demo-bench/checkpoint-seed0"
+    assert written["config"]["ref_python"] == "refpy"
+    assert "server_log" not in written["servers"]["plugin"]
+    assert "/home/" not in json.dumps(written) and "/tmp/" not in json.dumps(written)
+    line = "model='/work/x/.artifacts/m/ckpt', dist=file:///tmp/vllm_dist_1 at http://127.0.0.1:8000/v1"
+    assert bench_report.portable(line) == (
+        "model='.artifacts/m/ckpt', dist=file://vllm_dist_1 at http://127.0.0.1:8000/v1"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -249,9 +250,38 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
     return paths
 
 
+# Keys whose values point at files of one machine's run (raw logs stay out of results).
+MACHINE_ONLY_KEYS = ("server_log",)
+
+
+# An absolute path under one of the usual top folders, inside any text (log lines included).
+MACHINE_PATH = re.compile(
+    r"/(?:home|root|tmp|work|opt|usr|var|mnt|srv|data)/[\w.+@-]+(?:/[\w.+@-]+)*"
+)
+
+
+def _portable_path(match: re.Match[str]) -> str:
+    tail = match.group(0).partition("/.artifacts/")[2]
+    return f".artifacts/{tail}" if tail else Path(match.group(0)).name
+
+
+def portable(value: Any) -> Any:
+    """``value`` (a report or part of it) naming no folder of the machine it ran on: paths under
+    a checkout's ``.artifacts`` keep that tail, other absolute paths only their last part (in
+    log lines too), and ``MACHINE_ONLY_KEYS`` go."""
+    if isinstance(value, dict):
+        return {k: portable(v) for k, v in value.items() if k not in MACHINE_ONLY_KEYS}
+    if isinstance(value, list):
+        return [portable(v) for v in value]
+    if isinstance(value, str):
+        return MACHINE_PATH.sub(_portable_path, value)
+    return value
+
+
 def write_all(report: dict[str, Any], folder: Path, stem: str) -> list[Path]:
-    """JSON, Markdown and both charts into ``folder``; returns their paths."""
+    """JSON (:func:`portable`), Markdown and both charts into ``folder``; returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
+    report = portable(report)
     json_path = folder / f"{stem}.json"
     json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     md_path = folder / f"{stem}.md"
