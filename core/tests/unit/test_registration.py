@@ -78,3 +78,28 @@ def test_our_log_records_reach_vllms_handlers():
     finally:
         ours.handlers[:], ours.level, ours.propagate = saved[0], saved[1], saved[2]
         vllm_logger.handlers[:], vllm_logger.level = saved[3], saved[4]
+
+
+def test_entry_points_register_what_the_package_module_declares(monkeypatch):
+    import sys
+    import types
+
+    package = types.ModuleType("fake_factory_model")
+    package.DISTRIBUTION = "vllm-factory-fake"
+    package.ARCHITECTURE = "FakeForThings"
+    package.MODEL = "fake_factory_model.model:Fake"
+    package.IO_PROCESSOR_CLASS = "fake_factory_model.io.FakeIOProcessor"
+    monkeypatch.setitem(sys.modules, "fake_factory_model", package)
+    calls = []
+    monkeypatch.setattr(registration, "register_architecture", lambda *a: calls.append(a))
+    monkeypatch.setattr(registration, "io_processor_entry", lambda dist, cls: f"{dist} {cls}")
+
+    register, io_processor = registration.entry_points(
+        "fake_factory_model", also=lambda: calls.append("also")
+    )
+    register()
+    assert calls == [
+        ("vllm-factory-fake", "FakeForThings", "fake_factory_model.model:Fake"),
+        "also",
+    ]
+    assert io_processor() == "vllm-factory-fake fake_factory_model.io.FakeIOProcessor"

@@ -7,8 +7,10 @@ so there is no second copy to keep in sync.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata as md
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
@@ -124,3 +126,27 @@ def io_processor_entry(dist_name: str, class_qualname: str) -> str:
     check_vllm_supported(dist_name)
     route_logs_to_vllm()
     return class_qualname
+
+
+def entry_points(
+    package: str, also: Callable[[], None] | None = None
+) -> tuple[Callable[[], None], Callable[[], str]]:
+    """A model package's two entry points (``register``, ``io_processor``), from what the package
+    module declares: ``DISTRIBUTION``, ``ARCHITECTURE``, ``MODEL`` (``"module:Class"``) and
+    ``IO_PROCESSOR_CLASS`` (``"module.Class"``). ``also`` runs after the architecture is
+    registered (a family's ``--config-format``). Importing the package must not import vLLM."""
+
+    def describe():
+        return importlib.import_module(package)
+
+    def register() -> None:
+        pkg = describe()
+        register_architecture(pkg.DISTRIBUTION, pkg.ARCHITECTURE, pkg.MODEL)
+        if also is not None:
+            also()
+
+    def io_processor() -> str:
+        pkg = describe()
+        return io_processor_entry(pkg.DISTRIBUTION, pkg.IO_PROCESSOR_CLASS)
+
+    return register, io_processor

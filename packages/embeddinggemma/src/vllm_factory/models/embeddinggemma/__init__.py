@@ -3,7 +3,18 @@
 
 from vllm_factory.models.embeddinggemma.version import __version__
 
+DISTRIBUTION = "vllm-factory-embeddinggemma"
 ARCHITECTURE = "EmbeddingGemmaForEmbedding"
 IO_PROCESSOR = "embeddinggemma_io"
+# What the entry points (plugin.py) register; vLLM imports them lazily.
+MODEL = "vllm_factory.models.embeddinggemma.model:EmbeddingGemma"
+IO_PROCESSOR_CLASS = "vllm_factory.models.embeddinggemma.io_processor.EmbeddingGemmaIOProcessor"
 
-__all__ = ["ARCHITECTURE", "IO_PROCESSOR", "__version__"]
+__all__ = [
+    "ARCHITECTURE",
+    "DISTRIBUTION",
+    "IO_PROCESSOR",
+    "IO_PROCESSOR_CLASS",
+    "MODEL",
+    "__version__",
+]

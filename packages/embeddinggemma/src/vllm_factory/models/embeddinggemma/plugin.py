@@ -1,18 +1,6 @@
-"""Entry points: vLLM calls these at start-up in every process."""
+"""Entry points: vLLM calls these at start-up in every process (what they register is
+declared in the package module)."""
 
-from vllm_factory.core.registration import io_processor_entry, register_architecture
-from vllm_factory.models.embeddinggemma import ARCHITECTURE
+from vllm_factory.core.registration import entry_points
 
-DISTRIBUTION = "vllm-factory-embeddinggemma"
-
-
-def register() -> None:
-    register_architecture(
-        DISTRIBUTION, ARCHITECTURE, "vllm_factory.models.embeddinggemma.model:EmbeddingGemma"
-    )
-
-
-def io_processor() -> str:
-    return io_processor_entry(
-        DISTRIBUTION, "vllm_factory.models.embeddinggemma.io_processor.EmbeddingGemmaIOProcessor"
-    )
+register, io_processor = entry_points(__package__)

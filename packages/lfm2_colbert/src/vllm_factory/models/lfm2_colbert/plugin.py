@@ -1,20 +1,8 @@
-"""Entry points: vLLM calls these at start-up in every process."""
+"""Entry points: vLLM calls these at start-up in every process (what they register is
+declared in the package module)."""
 
-from vllm_factory.core.registration import io_processor_entry, register_architecture
+from vllm_factory.core.registration import entry_points
 from vllm_factory.heads.colbert.config_format import register_config_format
-from vllm_factory.models.lfm2_colbert import ARCHITECTURE
 
-DISTRIBUTION = "vllm-factory-lfm2-colbert"
-
-
-def register() -> None:
-    register_architecture(
-        DISTRIBUTION, ARCHITECTURE, "vllm_factory.models.lfm2_colbert.model:Lfm2ColBERT"
-    )
-    register_config_format()  # vllm serve COLBERT_DIR --config-format colbert
-
-
-def io_processor() -> str:
-    return io_processor_entry(
-        DISTRIBUTION, "vllm_factory.models.lfm2_colbert.io_processor.Lfm2ColBERTIOProcessor"
-    )
+# Also: vllm serve COLBERT_DIR --config-format colbert
+register, io_processor = entry_points(__package__, also=register_config_format)

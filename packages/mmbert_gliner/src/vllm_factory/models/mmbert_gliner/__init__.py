@@ -3,9 +3,21 @@ IOProcessor ``mmbert_gliner_io``."""
 
 from vllm_factory.models.mmbert_gliner.version import __version__
 
+DISTRIBUTION = "vllm-factory-mmbert-gliner"
 ARCHITECTURE = "MmBertGLiNERForSpanNER"
 IO_PROCESSOR = "mmbert_gliner_io"
+# What the entry points (plugin.py) register; vLLM imports them lazily.
+MODEL = "vllm_factory.models.mmbert_gliner.model:MmBertGLiNER"
+IO_PROCESSOR_CLASS = "vllm_factory.models.mmbert_gliner.io_processor.MmBertGLiNERIOProcessor"
 # gliner encoder_config model_type values this package serves (read by vllm-factory-prep).
 GLINER_ENCODER_TYPES = ("modernbert",)
 
-__all__ = ["ARCHITECTURE", "GLINER_ENCODER_TYPES", "IO_PROCESSOR", "__version__"]
+__all__ = [
+    "ARCHITECTURE",
+    "DISTRIBUTION",
+    "GLINER_ENCODER_TYPES",
+    "IO_PROCESSOR",
+    "IO_PROCESSOR_CLASS",
+    "MODEL",
+    "__version__",
+]

@@ -3,9 +3,21 @@
 
 from vllm_factory.models.moderncolbert.version import __version__
 
+DISTRIBUTION = "vllm-factory-moderncolbert"
 ARCHITECTURE = "ModernColBERTForRetrieval"
 # Backbone config.json model_type values this package serves (read by --config-format colbert).
 COLBERT_BACKBONE_TYPES = ("modernbert",)
 IO_PROCESSOR = "moderncolbert_io"
+# What the entry points (plugin.py) register; vLLM imports them lazily.
+MODEL = "vllm_factory.models.moderncolbert.model:ModernColBERT"
+IO_PROCESSOR_CLASS = "vllm_factory.models.moderncolbert.io_processor.ModernColBERTIOProcessor"
 
-__all__ = ["ARCHITECTURE", "COLBERT_BACKBONE_TYPES", "IO_PROCESSOR", "__version__"]
+__all__ = [
+    "ARCHITECTURE",
+    "COLBERT_BACKBONE_TYPES",
+    "DISTRIBUTION",
+    "IO_PROCESSOR",
+    "IO_PROCESSOR_CLASS",
+    "MODEL",
+    "__version__",
+]
