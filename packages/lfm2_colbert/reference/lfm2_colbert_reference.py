@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from vllm_factory.core.testing.refenv import ReferenceEnv, cached_artifact
-from vllm_factory.heads.colbert.testing import references
-from vllm_factory.heads.colbert.testing.references import build_st_layout
 
 REFERENCE = Path(__file__).resolve().parent
 CORPUS = REFERENCE / "corpus.json"
@@ -44,6 +42,8 @@ def build_checkpoint(target: Path, size: str = "tiny", seed: int = 0) -> Path:
 
 
 def _build(target: Path) -> None:
+    from vllm_factory.heads.colbert.testing.references import build_st_layout
+
     checkpoint = build_checkpoint(target / "checkpoint")
     pylate_env().ensure().run(
         REFERENCE / "encode_reference.py", "--library", "pylate", "--checkpoint", checkpoint,
@@ -64,6 +64,8 @@ def _build(target: Path) -> None:
 
 def reference_dir() -> Path:
     """``<artifacts>/lfm2_colbert-reference-<hash>/`` with checkpoint/ and ref-pylate.npz."""
+    from vllm_factory.heads.colbert.testing import references  # hashed: it builds a part
+
     inputs = sorted(REFERENCE.glob("*.py")) + [CORPUS, PYLATE_PINS / "requirements-pylate.txt"]
     inputs += [
         PYLATE_PINS / name

@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from vllm_factory.core.testing.refenv import ReferenceEnv, cached_artifact
-from vllm_factory.heads.colbert.testing import references
-from vllm_factory.heads.colbert.testing.references import build_st_layout
 
 REFERENCE = Path(__file__).resolve().parent
 CORPUS = REFERENCE / "corpus.json"
@@ -30,6 +28,8 @@ def st_env() -> ReferenceEnv:
 
 
 def _build(target: Path) -> None:
+    from vllm_factory.heads.colbert.testing.references import build_st_layout
+
     checkpoint = target / "checkpoint"
     pylate = pylate_env().ensure()
     pylate.run(REFERENCE / "build_checkpoint.py", "--out", checkpoint, "--seed", "0")
@@ -52,6 +52,8 @@ def _build(target: Path) -> None:
 
 def reference_dir() -> Path:
     """``<artifacts>/moderncolbert-reference-<hash>/`` with checkpoint/ and ref-*.npz."""
+    from vllm_factory.heads.colbert.testing import references  # hashed: it builds a part
+
     inputs = sorted(REFERENCE.glob("*.py")) + sorted(REFERENCE.glob("*.txt")) + [CORPUS]
     inputs.append(Path(references.__file__))
     return cached_artifact("moderncolbert-reference", inputs, _build)
