@@ -10,4 +10,3 @@ def test_a_wrong_declaration_is_named(monkeypatch):
     monkeypatch.setattr(module, "IO_PROCESSOR", "not_the_entry_point")
     (problem,) = packaging_problems(module.__name__)
     assert "not_the_entry_point" in problem and "vllm-factory-embeddinggemma" in problem
-
