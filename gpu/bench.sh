@@ -23,13 +23,13 @@ printf '#!/bin/sh\nPYTHONPATH=%s/ref exec python3 "$@"\n' "$HOME" > "$HOME/refpy
 chmod +x "$HOME/refpy"
 "$HOME/refpy" -c "import ${REF_IMPORT:-pylate.models}, transformers, torch; print('ref ok', transformers.__version__, torch.__version__)" || exit 5
 export PYTHONPATH=$HOME/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-python3 -c "import vllm, matplotlib, tqdm, vllm_factory.core.testing.bench; print('vllm', vllm.__version__)" || exit 6
+python3 -c "import vllm, matplotlib, tqdm, vllm_factory.testing.bench; print('vllm', vllm.__version__)" || exit 6
 echo "setup took $(( $(date +%s) - T0 )) s"
 OPEN=()
 [ "${OPEN_LOOP:-1}" = 0 ] && OPEN=(--no-open-loop)
 LEFT=$(( ${BUDGET:-575} - ($(date +%s) - T0) ))
 # shellcheck disable=SC2086  # EXTRA is a list of options
-timeout "$LEFT" python3 -m vllm_factory.core.testing.bench --plugin "$PLUGIN" --device cuda \
+timeout "$LEFT" python3 -m vllm_factory.testing.bench --plugin "$PLUGIN" --device cuda \
   --concurrency "${CONC:-1,16,64,256}" --batch-sizes "${BS:-1,16,64,256}" "${OPEN[@]}" $EXTRA \
   --ref-python "$HOME/refpy" --machine "${MACHINE:-h100}" --out-dir "$OUT" 2>&1 | tee "$OUT/run.log"
 rc=$?

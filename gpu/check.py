@@ -12,7 +12,7 @@ configuration:
 - ``kernels off`` (bf16, default mode): ``VLLM_FACTORY_DISABLE_TRITON=1``, the PyTorch
   fallbacks instead of our Triton kernels, to show both paths agree within bf16 tolerance.
 
-Tolerances per dtype live in ``vllm_factory.core.testing.parity.TOLERANCES``. Jobs run side
+Tolerances per dtype live in ``vllm_factory.testing.parity.TOLERANCES``. Jobs run side
 by side on the one GPU (``--parallel``); then each server gets a share of the GPU memory and
 a fixed KV cache size (``--gpu-memory-utilization``, ``--kv-cache-memory-bytes``, recorded in
 the results), which leaves vLLM's start-up dummy runs, compile and CUDA graph settings as they
@@ -46,6 +46,9 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import workspace
+
 DTYPES = ("float32", "bfloat16")
 MODES = ("default", "eager")
 PARITY_SUITE = "tests/integration/test_parity.py"
@@ -101,12 +104,13 @@ class Result:
 def model_packages(only: list[str] | None) -> dict[str, Path]:
     """``{plugin: package dir}`` for every package that ships an IOProcessor plugin."""
     found = {}
-    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+    for package in workspace.packages():
+        pyproject = package.path / "pyproject.toml"
         project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
         plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})
-        if plugins and (pyproject.parent / PARITY_SUITE).exists():
+        if package.served and plugins and (package.path / PARITY_SUITE).exists():
             name = next(iter(plugins)).removesuffix("_io")
-            found[name] = pyproject.parent
+            found[name] = package.path
     if only:
         missing = set(only) - set(found)
         if missing:
@@ -378,7 +382,7 @@ def write_results(out: Path, results: list[Result], header: dict) -> None:
         "",
         (
             "Reference: each library's own outputs in fp32 on a CPU. Pass = the package's parity "
-            "suite passed with the tolerances of `vllm_factory.core.testing.parity.TOLERANCES` "
+            "suite passed with the tolerances of `vllm_factory.testing.parity.TOLERANCES` "
             "for that dtype."
         ),
         "",

@@ -13,8 +13,8 @@ Puts under ``<repo>/.gpu/`` (ignored by git), for ``gpu/check.py`` to use there:
     python gpu/stage.py [--wheelhouse] [--python PYTHON]
 
 ``--python``: the interpreter that builds the references (it needs this repository's
-``vllm-factory-core`` importable; the default is the one running this script with
-``core/src`` on its path). See gpu/README.md for how the parts reach the host.
+``vllm-factory-core`` and ``vllm-factory-testing`` importable; the default is the one running
+this script with their ``src`` folders on its path). See gpu/README.md for how the parts reach the host.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import workspace
+
 STAGE = ROOT / ".gpu"
 logger = logging.getLogger("gpu.stage")
 # Imports every package's reference module and prints its (built or cached) folder.
@@ -42,10 +45,9 @@ for folder in sys.argv[1:]:
 
 
 def packages() -> list[Path]:
-    """Every folder with a pyproject.toml: core, kernels, backbones, heads, models."""
-    found = [Path(p).parent for p in glob.glob(str(ROOT / "*" / "pyproject.toml"))]
-    found += [Path(p).parent for p in glob.glob(str(ROOT / "packages" / "*" / "pyproject.toml"))]
-    return sorted(found)
+    """Every workspace package (tools/workspace.py): core, kernels, testing, backbones, heads,
+    models."""
+    return [package.path for package in workspace.packages()]
 
 
 def build_wheels(dest: Path) -> list[Path]:
@@ -62,12 +64,19 @@ def build_wheels(dest: Path) -> list[Path]:
 def reference_folders(python: str) -> list[Path]:
     """Build (or find, cached) every model package's reference folder."""
     folders = sorted(
-        {str(Path(p).parent) for p in glob.glob(str(ROOT / "packages/*/reference/*_reference.py"))}
+        {
+            str(Path(p).parent)
+            for p in glob.glob(str(ROOT / "packages/models/*/reference/*_reference.py"))
+        }
     )
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
-            [str(ROOT / "core" / "src"), os.environ.get("PYTHONPATH", "")]
+            [
+                str(ROOT / "core" / "src"),
+                str(ROOT / "testing" / "src"),
+                os.environ.get("PYTHONPATH", ""),
+            ]
         ),
     }
     done = subprocess.run(

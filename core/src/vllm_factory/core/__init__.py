@@ -1,8 +1,8 @@
 """vLLM Factory core: the contracts every model package builds on.
 
 Importing this package imports neither vLLM nor torch: ``FactoryPooler`` and
-``PoolerRequest`` load on first use, so stdlib-only tools (the reference-venv builder in
-``testing.refenv``) run under any Python. The vLLM-facing pieces live in ``adapter``,
+``PoolerRequest`` load on first use, so stdlib-only tools (the reference-venv builder of
+``vllm_factory.testing.refenv``) run under any Python. The vLLM-facing pieces live in ``adapter``,
 ``io_processor`` and ``compat`` and are imported on demand.
 """
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 from vllm.model_executor.layers.pooler import Pooler, PoolingParamsUpdate
+from vllm.model_executor.models.interfaces import SupportsLateInteraction
+from vllm.model_executor.models.interfaces_base import default_pooling_type
 from vllm.pooling_params import PoolingParams
 from vllm.v1.pool.metadata import PoolingMetadata
 
@@ -24,6 +26,8 @@ __all__ = [
     "PoolingMetadata",
     "PoolingParams",
     "PoolingParamsUpdate",
+    "SupportsLateInteraction",
+    "default_pooling_type",
     "plugin_pooling_params",
     "prompt_token_ids_cpu",
     "scheduled_token_counts",

@@ -1,0 +1,41 @@
+"""load_by_name: checkpoint tensors into parameters by name (pure torch)."""
+
+import pytest
+import torch
+from torch import nn
+from vllm_factory.core.weights import load_by_name
+
+
+class Small(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(2, 3)
+        self.norm = nn.LayerNorm(3)
+
+
+def test_prefix_dropped_unknown_passed_over_and_dtype_cast() -> None:
+    module = Small()
+    weights = [
+        ("model.proj.weight", torch.ones(3, 2, dtype=torch.float64)),
+        ("proj.bias", torch.arange(3.0)),
+        ("lm_head.weight", torch.zeros(5, 3)),
+    ]
+    assert load_by_name(module, weights) == {"proj.weight", "proj.bias"}
+    assert module.proj.weight.dtype == torch.float32
+    torch.testing.assert_close(module.proj.weight, torch.ones(3, 2))
+    torch.testing.assert_close(module.proj.bias, torch.arange(3.0))
+
+
+def test_weight_loader_is_used_when_the_parameter_has_one() -> None:
+    module = Small()
+    calls = []
+    module.norm.weight.weight_loader = lambda param, tensor: calls.append(tensor.shape)
+    load_by_name(module, [("norm.weight", torch.ones(3))])
+    assert calls == [torch.Size([3])]
+
+
+def test_shape_mismatch_and_strict_missing_are_refused() -> None:
+    with pytest.raises(ValueError, match="proj.weight"):
+        load_by_name(Small(), [("proj.weight", torch.ones(2, 2))])
+    with pytest.raises(ValueError, match="lacks"):
+        load_by_name(Small(), [("proj.weight", torch.ones(3, 2))], strict=True)

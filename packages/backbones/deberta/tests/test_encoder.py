@@ -1,0 +1,136 @@
+"""The packed DeBERTa encoder vs Hugging Face's DebertaV2Model (tiny random configs, fp32)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import finish_loading
+
+transformers = pytest.importorskip("transformers")
+
+LENGTHS = [5, 37, 70, 1, 16]  # packed batch; 70 > 2 * the 8 buckets and > max_relative 32
+
+BASE = {
+    "vocab_size": 300, "hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 96,
+    "num_hidden_layers": 2, "max_position_embeddings": 128, "layer_norm_eps": 1e-7,
+    "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+}  # fmt: skip
+# DeBERTa-v3 layout (what GLiNER uses): no absolute positions, shared keys, LN'd rel. emb.
+V3 = {
+    "relative_attention": True,
+    "position_buckets": 8,
+    "max_relative_positions": 32,
+    "pos_att_type": "p2c|c2p",
+    "share_att_key": True,
+    "norm_rel_ebd": "layer_norm",
+    "position_biased_input": False,
+    "type_vocab_size": 0,
+}
+CONFIGS = {
+    "v3": V3,
+    # DeBERTa-v2-xlarge layout: the conv layer beside layer 0, head_dim 64.
+    "v2_conv": {
+        **V3,
+        "conv_kernel_size": 3,
+        "conv_act": "gelu",
+        "num_attention_heads": 1,
+    },
+    # Separate position projections, absolute positions, token types, a factorised embedding,
+    # no bucketing, tanh GELU.
+    "v2_separate": {
+        "relative_attention": True,
+        "position_buckets": -1,
+        "max_relative_positions": 16,
+        "pos_att_type": "c2p|p2c",
+        "share_att_key": False,
+        "norm_rel_ebd": "none",
+        "position_biased_input": True,
+        "type_vocab_size": 2,
+        "embedding_size": 32,
+        "hidden_act": "gelu_new",
+    },
+    # No relative attention (scale still counts pos_att_type, as in HF).
+    "absolute_only": {
+        "relative_attention": False,
+        "pos_att_type": "p2c|c2p",
+        "position_biased_input": True,
+        "type_vocab_size": 0,
+    },
+}
+
+
+def _hf_model(name: str):
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    torch.manual_seed(0)
+    config = DebertaV2Config(**{**BASE, **CONFIGS[name]})
+    model = DebertaV2Model(config).eval()
+    with torch.no_grad():
+        for pname, param in model.named_parameters():
+            if "LayerNorm" in pname:
+                param.uniform_(0.5, 1.5) if pname.endswith("weight") else param.normal_(0, 0.1)
+            else:
+                param.normal_(0.0, 0.15)
+    return config, model
+
+
+def _hf_packed(model, ids: list[torch.Tensor]) -> torch.Tensor:
+    longest = max(len(x) for x in ids)
+    padded = torch.zeros(len(ids), longest, dtype=torch.long)
+    mask = torch.zeros(len(ids), longest, dtype=torch.long)
+    for b, x in enumerate(ids):
+        padded[b, : len(x)] = x
+        mask[b, : len(x)] = 1
+    with torch.no_grad():
+        out = model(input_ids=padded, attention_mask=mask).last_hidden_state
+    return out[mask.bool()]
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_encoder_matches_hf(vllm_context, name: str) -> None:
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+
+    config, hf = _hf_model(name)
+    g = torch.Generator().manual_seed(1)
+    ids = [torch.randint(1, config.vocab_size, (n,), generator=g) for n in LENGTHS]
+    expected = _hf_packed(hf, ids)
+
+    ours = DebertaV2Encoder(config).eval()
+    # The backbone as a task model (DebertaV2For*) stores it: under "deberta."
+    state = {f"deberta.{k}": v for k, v in hf.state_dict().items()}
+    loaded = ours.load_weights(state.items())
+    assert loaded == {n for n, _ in ours.named_parameters()}
+    finish_loading(ours)
+    with torch.no_grad():
+        out = ours(torch.cat(ids), torch.cat([torch.arange(n) for n in LENGTHS]))
+    assert out.shape == expected.shape
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+    # Each sequence alone gives the same rows: packing does not leak across sequences.
+    first = ours(ids[1], torch.arange(LENGTHS[1]))
+    torch.testing.assert_close(first, out[5 : 5 + 37], atol=1e-5, rtol=1e-5)
+
+
+def test_gliner_prefix_and_foreign_weights(vllm_context) -> None:
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+
+    config, hf = _hf_model("v3")
+    ours = DebertaV2Encoder(config)
+    weights = [(f"token_rep_layer.bert_layer.model.{k}", v) for k, v in hf.state_dict().items()]
+    weights += [
+        ("span_rep_layer.out_project.0.weight", torch.zeros(3, 3)),  # another module: skipped
+        ("token_rep_layer.labels_encoder.model.embeddings.word_embeddings.weight", torch.zeros(3)),
+    ]
+    loaded = ours.load_weights(weights)
+    assert loaded == {n for n, _ in ours.named_parameters()}
+    torch.testing.assert_close(
+        ours.encoder.rel_embeddings.weight, hf.encoder.rel_embeddings.weight, atol=0, rtol=0
+    )
+
+
+def test_unknown_activation_is_refused(vllm_context) -> None:
+    from transformers import DebertaV2Config
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+
+    config = DebertaV2Config(**{**BASE, **CONFIGS["v3"], "hidden_act": "mish_v9"})
+    with pytest.raises(ValueError, match="activation"):
+        DebertaV2Encoder(config)

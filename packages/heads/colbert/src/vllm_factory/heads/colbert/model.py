@@ -1,0 +1,59 @@
+"""``ColBERTModel``: the backbone-agnostic vLLM model class of every ColBERT package.
+
+A model package subclasses it and provides only its encoder (:meth:`build_backbone`). The
+encoder contract: ``forward(input_ids, positions, hidden_keys=None) -> [num_tokens, hidden]`` on
+vLLM's flat batch (``hidden_keys``: the tokens other tokens must not attend to, PyLate's
+hidden query expansion), ``embed_input_ids(input_ids)`` and ``load_weights(weights) ->
+set[str]`` taking Hugging Face names. The checkpoint is loaded as PyLate or sentence-transformers
+saved it: encoder weights from the top-level safetensors, the projection from its ``Dense``
+module folder(s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import AutoTokenizer
+from vllm_factory.core.adapter import VllmPoolerAdapter
+from vllm_factory.core.compat import SupportsLateInteraction, default_pooling_type
+from vllm_factory.core.model import FactoryModel
+from vllm_factory.heads.colbert.expansion import expansion_token_id, trailing_expansion_tokens
+from vllm_factory.heads.colbert.head import ColBERTHead
+from vllm_factory.heads.colbert.settings import read_colbert_settings
+
+
+# CLS as the default sequence pooling makes vLLM treat the model as encoder-only: whole
+# prompts per step (packed encoders need them), no chunked prefill, no prefix caching.
+@default_pooling_type(seq_pooling_type="CLS", tok_pooling_type="ALL")
+class ColBERTModel(FactoryModel, SupportsLateInteraction):
+    def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
+        super().__init__(vllm_config)
+        model_config = self.model_config
+        self.settings = read_colbert_settings(self.files)
+        self.model = self.build_backbone(model_config.hf_config, prefix=f"{prefix}model")
+        head = ColBERTHead(self.settings.dense, dtype=model_config.head_dtype)
+        self.pooler = VllmPoolerAdapter(head)
+        self.expansion_id: int | None = None
+        if self.settings.hides_expansion_keys:
+            tokenizer = AutoTokenizer.from_pretrained(
+                model_config.tokenizer, revision=getattr(model_config, "tokenizer_revision", None)
+            )
+            self.expansion_id = expansion_token_id(tokenizer)
+
+    def build_backbone(self, hf_config: Any, prefix: str) -> nn.Module:
+        """The encoder of this package (see the module docstring for its contract)."""
+        raise NotImplementedError
+
+    def encode(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        hidden_keys = None
+        if self.expansion_id is not None:
+            hidden_keys = trailing_expansion_tokens(input_ids, positions, self.expansion_id)
+        return self.model(input_ids, positions, hidden_keys)
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        loaded = {f"model.{name}" for name in self.model.load_weights(weights)}
+        loaded |= {f"pooler.head.{name}" for name in self.pooler.head.load_checkpoint_weights()}
+        return loaded

@@ -1,0 +1,201 @@
+"""The Gemma3 text backbone run bidirectionally, on vLLM's packed token batch.
+
+Weight names follow Hugging Face's ``Gemma3TextModel`` (``embed_tokens``,
+``layers.N.self_attn.{q,k,v,o}_proj``, ``layers.N.self_attn.{q,k}_norm``,
+``layers.N.mlp.{gate,up,down}_proj``, the four per-layer norms and ``norm``), which is how a
+sentence-transformers EmbeddingGemma checkpoint stores them at its top level.
+
+Attention is the packed layout shared with the ModernBERT backbone
+(``vllm_factory.backbones.modernbert.attention``): sequences are found from the positions (every
+prompt starts at position 0, whole prompts per step for encoder-only models) and attended by
+vLLM's CPU attention kernel on CPU, FlashAttention varlen on CUDA in bf16/fp16, else
+``scaled_dot_product_attention``. Global layers see every token of their sequence; sliding
+layers see keys within ``half_window`` tokens on either side, as Hugging Face's bidirectional
+Gemma3 mask does (``|query - key| < sliding_window // 2 + 1`` for the configured window).
+Plain ``torch.nn`` layers keep this independent of vLLM's layer signatures across versions;
+tensor parallelism is not supported (the model is small).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from vllm_factory.backbones.modernbert.attention import attention_batch, packed_attention
+from vllm_factory.core.weights import load_by_name
+from vllm_factory.kernels import fused_rope
+
+GLOBAL, SLIDING = "full_attention", "sliding_attention"
+
+
+class GemmaRMSNorm(nn.Module):
+    """RMSNorm with Gemma's ``(1 + weight)`` scale, computed in fp32."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (out * (1.0 + self.weight.float())).to(x.dtype)
+
+
+def layer_types(config: Any) -> list[str]:
+    types = getattr(config, "layer_types", None)
+    if types:
+        return list(types)
+    pattern = int(getattr(config, "sliding_window_pattern", 6))
+    return [SLIDING if (i + 1) % pattern else GLOBAL for i in range(config.num_hidden_layers)]
+
+
+def rope_parameters(config: Any, layer_type: str) -> dict[str, Any]:
+    """RoPE settings of one layer type, from the current or the older config layout."""
+    params = getattr(config, "rope_parameters", None) or {}
+    if params.get(layer_type):
+        return dict(params[layer_type])
+    if layer_type == SLIDING:
+        return {"rope_type": "default", "rope_theta": config.rope_local_base_freq}
+    scaling = dict(getattr(config, "rope_scaling", None) or {})
+    scaling.setdefault("rope_type", scaling.pop("type", "default"))
+    return {"rope_theta": config.rope_theta, **scaling}
+
+
+def build_rope(
+    params: dict[str, Any], head_dim: int, max_positions: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)`` halves ``[max_positions, head_dim // 2]`` in fp32, as HF computes them."""
+    rope_type = params.get("rope_type", "default")
+    inv_freq = 1.0 / (
+        float(params["rope_theta"])
+        ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
+    )
+    if rope_type == "linear":
+        inv_freq = inv_freq / float(params["factor"])
+    elif rope_type != "default":
+        raise ValueError(f"RoPE type {rope_type!r} is not supported")
+    positions = torch.arange(max_positions, dtype=torch.float32)
+    freqs = positions[:, None] * inv_freq[None, :]
+    return freqs.cos(), freqs.sin()
+
+
+class Attention(nn.Module):
+    def __init__(self, config: Any, layer_type: str, half_window: int | None) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        bias = bool(getattr(config, "attention_bias", False))
+        self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=bias)
+        self.q_norm = GemmaRMSNorm(self.head_dim, config.rms_norm_eps)
+        self.k_norm = GemmaRMSNorm(self.head_dim, config.rms_norm_eps)
+        self.scale = float(config.query_pre_attn_scalar) ** -0.5
+        self.layer_type = layer_type
+        self.half_window = half_window if layer_type == SLIDING else None
+
+    def forward(self, x, positions, batch, rope) -> torch.Tensor:
+        tokens = x.shape[0]
+        q = self.q_norm(self.q_proj(x).view(tokens, self.num_heads, self.head_dim))
+        k = self.k_norm(self.k_proj(x).view(tokens, self.num_kv_heads, self.head_dim))
+        v = self.v_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
+        q, k = fused_rope(q, k, positions, *rope)
+        if self.num_kv_heads != self.num_heads:  # grouped-query attention
+            repeat = self.num_heads // self.num_kv_heads
+            k = k.repeat_interleave(repeat, dim=1)
+            v = v.repeat_interleave(repeat, dim=1)
+        out = packed_attention(q, k, v, batch, self.scale, self.half_window)
+        return self.o_proj(out)
+
+
+class MLP(nn.Module):
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        hidden, inter = config.hidden_size, config.intermediate_size
+        self.gate_proj = nn.Linear(hidden, inter, bias=False)
+        self.up_proj = nn.Linear(hidden, inter, bias=False)
+        self.down_proj = nn.Linear(inter, hidden, bias=False)
+        activation = str(config.hidden_activation)
+        if activation not in ("gelu_pytorch_tanh", "gelu"):
+            raise ValueError(f"hidden_activation {activation!r} is not supported")
+        self.approximate = "tanh" if activation == "gelu_pytorch_tanh" else "none"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = F.gelu(self.gate_proj(x), approximate=self.approximate)
+        return self.down_proj(gate * self.up_proj(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, config: Any, layer_type: str, half_window: int | None) -> None:
+        super().__init__()
+        eps = config.rms_norm_eps
+        self.input_layernorm = GemmaRMSNorm(config.hidden_size, eps)
+        self.self_attn = Attention(config, layer_type, half_window)
+        self.post_attention_layernorm = GemmaRMSNorm(config.hidden_size, eps)
+        self.pre_feedforward_layernorm = GemmaRMSNorm(config.hidden_size, eps)
+        self.mlp = MLP(config)
+        self.post_feedforward_layernorm = GemmaRMSNorm(config.hidden_size, eps)
+
+    def forward(self, x, positions, batch, rope) -> torch.Tensor:
+        attn = self.self_attn(self.input_layernorm(x), positions, batch, rope)
+        x = x + self.post_attention_layernorm(attn)
+        mlp = self.mlp(self.pre_feedforward_layernorm(x))
+        return x + self.post_feedforward_layernorm(mlp)
+
+
+class Gemma3BidirectionalEncoder(nn.Module):
+    """Scaled embeddings -> N Gemma3 layers (bidirectional) -> final norm, on ``[T]`` tokens."""
+
+    def __init__(self, config: Any, half_window: int | None) -> None:
+        super().__init__()
+        if getattr(config, "attn_logit_softcapping", None) is not None:
+            raise ValueError("attention logit soft-capping is not supported")
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_scale = float(config.hidden_size) ** 0.5
+        types = layer_types(config)
+        self.layers = nn.ModuleList(
+            Layer(config, types[i], half_window) for i in range(config.num_hidden_layers)
+        )
+        self.norm = GemmaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self._rope_params = {t: rope_parameters(config, t) for t in set(types)}
+        self._rope: dict[tuple[str, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def rope_for(self, layer_type: str, device: torch.device):
+        key = (layer_type, device)
+        cache = self._rope.get(key)
+        if cache is None:
+            cos, sin = build_rope(
+                self._rope_params[layer_type],
+                self.config.head_dim,
+                self.config.max_position_embeddings,
+            )
+            cache = (cos.to(device), sin.to(device))
+            self._rope[key] = cache
+        return cache
+
+    def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        weight = self.embed_tokens.weight
+        scale = torch.tensor(self.embed_scale, dtype=torch.float32).to(weight.dtype)
+        return self.embed_tokens(input_ids) * scale
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        hidden = self.embed_input_ids(input_ids)
+        # head_dim + dtype let the layout pick vLLM's CPU attention kernel / FlashAttention.
+        batch = attention_batch(positions, None, self.config.head_dim, hidden.dtype)
+        for layer in self.layers:
+            rope = self.rope_for(layer.self_attn.layer_type, hidden.device)
+            hidden = layer(hidden, positions, batch, rope)
+        return self.norm(hidden)
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        """Load ``Gemma3TextModel`` names (a ``model.`` prefix is accepted and dropped; an LM
+        head is passed over); every parameter must be in the checkpoint."""
+        return load_by_name(self, weights, strict=True)

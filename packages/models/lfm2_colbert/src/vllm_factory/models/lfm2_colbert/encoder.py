@@ -1,0 +1,220 @@
+"""LFM2 (``Lfm2Model``) over vLLM's packed ``[num_tokens, hidden]`` batch.
+
+Exactly what transformers' ``Lfm2Model`` computes when PyLate / sentence-transformers load an
+LFM2 ColBERT checkpoint: causal attention (GQA, per-head RMSNorm on queries and keys, rotary
+embeddings) and causal gated short convolutions, each sequence on its own. Tokens marked
+``hidden`` (a query's expansion tokens, attention_mask 0 in PyLate) are invisible as
+attention keys and have their convolution input zeroed, as transformers does for padding in
+a batch of more than one row.
+
+Module and parameter names follow transformers' ``Lfm2Model``, so checkpoint tensors load
+by name. Plain torch layers (no tensor parallelism): the model is 350M parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from vllm_factory.core.weights import load_by_name
+from vllm_factory.models.lfm2_colbert.packing import PackedSequences
+
+ATTENTION, CONV = "full_attention", "conv"
+
+
+def layer_types(config) -> list[str]:
+    types = getattr(config, "layer_types", None)
+    if types:
+        return list(types)
+    attention = set(getattr(config, "full_attn_idxs", None) or range(config.num_hidden_layers))
+    return [ATTENTION if i in attention else CONV for i in range(config.num_hidden_layers)]
+
+
+def rope_theta(config) -> float:
+    params = getattr(config, "rope_parameters", None) or {}
+    kind = params.get("rope_type", "default")
+    if kind != "default":
+        raise ValueError(f"LFM2 rope_type {kind!r} is not supported (only 'default')")
+    return float(params.get("rope_theta", getattr(config, "rope_theta", 1_000_000.0)))
+
+
+def ffn_size(config) -> int:
+    """Feed-forward width, adjusted as transformers' ``Lfm2MLP`` does."""
+    size = int(config.intermediate_size)
+    if getattr(config, "block_auto_adjust_ff_dim", False):
+        size = int(2 * size / 3)
+        multiplier = getattr(config, "block_ffn_dim_multiplier", None)
+        if multiplier is not None:
+            size = int(multiplier * size)
+            step = int(config.block_multiple_of)
+            size = step * ((size + step - 1) // step)
+    return size
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(x.dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding on ``[T, H, D]`` with ``[T, 1, D]`` cos / sin (half-split layout)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, config) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or hidden // self.heads
+        self.scale = self.head_dim**-0.5
+        self.q_proj = nn.Linear(hidden, self.heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=False)
+        self.out_proj = nn.Linear(self.heads * self.head_dim, hidden, bias=False)
+        self.q_layernorm = RMSNorm(self.head_dim, config.norm_eps)
+        self.k_layernorm = RMSNorm(self.head_dim, config.norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, batch: PackedSequences, rope: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
+        tokens = x.shape[0]
+        q = self.q_layernorm(self.q_proj(x).view(tokens, self.heads, self.head_dim))
+        k = self.k_layernorm(self.k_proj(x).view(tokens, self.kv_heads, self.head_dim))
+        v = self.v_proj(x).view(tokens, self.kv_heads, self.head_dim)
+        q, k = rotate(q, *rope), rotate(k, *rope)
+        if self.kv_heads != self.heads:  # GQA: query head i reads kv head i // groups
+            groups = self.heads // self.kv_heads
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        out = torch.empty_like(q)
+        for run in batch.runs:
+            shape = (run.size, run.length, self.heads, self.head_dim)
+            qr, kr, vr = (t[run.span].view(shape).transpose(1, 2) for t in (q, k, v))
+            if run.keys is None:
+                o = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, scale=self.scale)
+            else:
+                mask = run.causal_mask()
+                o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, scale=self.scale)
+            out[run.span].view(shape).copy_(o.transpose(1, 2))
+        return self.out_proj(out.view(tokens, -1))
+
+
+class ShortConv(nn.Module):
+    """Gated depthwise causal convolution: ``out_proj(C * conv(B * x))``."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.width = int(config.conv_L_cache)
+        bias = bool(getattr(config, "conv_bias", False))
+        # Same layout as nn.Conv1d(hidden, hidden, width, groups=hidden): weight [H, 1, width].
+        self.conv = nn.Module()
+        self.conv.weight = nn.Parameter(torch.empty(hidden, 1, self.width))
+        self.conv.bias = nn.Parameter(torch.zeros(hidden)) if bias else None
+        self.in_proj = nn.Linear(hidden, 3 * hidden, bias=bias)
+        self.out_proj = nn.Linear(hidden, hidden, bias=bias)
+
+    def forward(self, x: torch.Tensor, batch: PackedSequences) -> torch.Tensor:
+        if batch.hidden is not None:
+            x = x * (~batch.hidden).unsqueeze(-1).to(x.dtype)
+        b, c, h = self.in_proj(x).chunk(3, dim=-1)
+        bx = b * h
+        weight = self.conv.weight[:, 0, :]  # [H, width]; column width-1 multiplies token t
+        out = bx * weight[:, -1]
+        for shift in range(1, self.width):
+            # Token t reads token t - shift of its own sequence only (never across packing).
+            previous = F.pad(bx[:-shift], (0, 0, shift, 0))
+            inside = (batch.positions >= shift).unsqueeze(-1).to(bx.dtype)
+            out = out + previous * inside * weight[:, -1 - shift]
+        if self.conv.bias is not None:
+            out = out + self.conv.bias
+        return self.out_proj(c * out)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config) -> None:
+        super().__init__()
+        size = ffn_size(config)
+        self.w1 = nn.Linear(config.hidden_size, size, bias=False)
+        self.w3 = nn.Linear(config.hidden_size, size, bias=False)
+        self.w2 = nn.Linear(size, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, config, kind: str) -> None:
+        super().__init__()
+        self.is_attention = kind == ATTENTION
+        if self.is_attention:
+            self.self_attn = Attention(config)
+        else:
+            self.conv = ShortConv(config)
+        self.feed_forward = FeedForward(config)
+        self.operator_norm = RMSNorm(config.hidden_size, config.norm_eps)
+        self.ffn_norm = RMSNorm(config.hidden_size, config.norm_eps)
+
+    def forward(self, x: torch.Tensor, batch: PackedSequences, rope) -> torch.Tensor:
+        normed = self.operator_norm(x)
+        if self.is_attention:
+            x = x + self.self_attn(normed, batch, rope)
+        else:
+            x = x + self.conv(normed, batch)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Lfm2Encoder(nn.Module):
+    def __init__(self, config) -> None:
+        super().__init__()
+        kinds = layer_types(config)
+        unknown = set(kinds) - {ATTENTION, CONV}
+        if unknown:
+            raise ValueError(f"unsupported LFM2 layer types {sorted(unknown)}")
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(Layer(config, kind) for kind in kinds)
+        self.embedding_norm = RMSNorm(config.hidden_size, config.norm_eps)
+        head_dim = getattr(config, "head_dim", None)
+        head_dim = head_dim or config.hidden_size // config.num_attention_heads
+        exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim
+        inv_freq = 1.0 / (rope_theta(config) ** exponents)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.embed_tokens(input_ids)
+
+    def rope(self, positions: torch.Tensor, dtype: torch.dtype):
+        """``[T, 1, D]`` cos / sin, computed in fp32 like transformers."""
+        freqs = positions.float()[:, None] * self.inv_freq.float()[None, :]
+        angles = torch.cat((freqs, freqs), dim=-1)
+        return angles.cos().to(dtype).unsqueeze(1), angles.sin().to(dtype).unsqueeze(1)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        hidden_tokens: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        x = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        batch = PackedSequences.from_positions(positions, hidden_tokens)
+        rope = self.rope(positions, x.dtype)
+        for layer in self.layers:
+            x = layer(x, batch, rope)
+        return self.embedding_norm(x)
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        """Copy ``Lfm2Model`` tensors by name (an optional ``model.`` prefix is stripped; the
+        lm_head of an Lfm2ForCausalLM export is passed over)."""
+        return load_by_name(self, weights)

@@ -1,0 +1,133 @@
+"""Build a small, seeded, offline PyLate ColBERT checkpoint on a random ModernBERT backbone.
+
+Runs in the PyLate reference venv (no hub access needed):
+
+    python build_checkpoint.py --out DIR [--seed 0] [--size tiny|small|bench] [--corpus corpus.json]
+
+Steps: train a BPE tokenizer on the corpus plus stdlib docstrings, build a random
+ModernBertModel with transformers' own classes, save both to a temporary backbone dir, then let
+PyLate wrap it (`models.ColBERT`) and save the real PyLate on-disk layout into DIR.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from colbert_checkpoint import main
+from tokenizers import (
+    Tokenizer,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
+from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
+
+HERE = Path(__file__).resolve().parent
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+# Backbone / ColBERT shapes. head_dim = hidden / heads must be 32 or 64 (vLLM CPU attention).
+SIZES: dict[str, dict[str, int]] = {
+    "tiny": {
+        "hidden": 128,
+        "heads": 4,
+        "inter": 192,
+        "layers": 4,
+        "global_every": 2,
+        "local": 32,
+        "max_pos": 512,
+        "query_length": 32,
+        "document_length": 96,
+        "dim": 64,
+    },
+    # Long enough for 256-token documents, cheap enough for a 2-core CPU (the scoring bench).
+    "small": {
+        "hidden": 256,
+        "heads": 4,
+        "inter": 384,
+        "layers": 4,
+        "global_every": 2,
+        "local": 64,
+        "max_pos": 1024,
+        "query_length": 32,
+        "document_length": 300,
+        "dim": 128,
+    },
+    "bench": {
+        "hidden": 768,
+        "heads": 12,
+        "inter": 1152,
+        "layers": 22,
+        "global_every": 3,
+        "local": 128,
+        "max_pos": 8192,
+        "query_length": 32,
+        "document_length": 512,
+        "dim": 128,
+    },
+}
+
+
+# Extra tokenizer training text: docstrings of a fixed list of stdlib modules (offline and
+# deterministic for a given Python version).
+def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Train a lowercasing, accent-keeping BPE tokenizer with BERT-style [CLS] x [SEP].
+
+    BPE on BERT pre-tokenisation (each punctuation mark is its own token, so the document
+    skiplist really fires). Not WordPiece: tokenizers' WordPiece trainer (and BPE with a "##"
+    continuing prefix) gave a different vocabulary on each run; plain BPE is reproducible.
+    """
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=True
+    )
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
+    tok.train_from_iterator(texts, trainer=trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+        model_max_length=8192,
+    )
+
+
+def build_backbone(tok: PreTrainedTokenizerFast, size: str, seed: int) -> ModernBertModel:
+    """A random ModernBERT with global and sliding-window layers; slightly wider init."""
+    s = SIZES[size]
+    config = ModernBertConfig(
+        vocab_size=len(tok),
+        hidden_size=s["hidden"],
+        num_attention_heads=s["heads"],
+        intermediate_size=s["inter"],
+        num_hidden_layers=s["layers"],
+        global_attn_every_n_layers=s["global_every"],
+        local_attention=s["local"],
+        max_position_embeddings=s["max_pos"],
+        pad_token_id=tok.pad_token_id,
+        cls_token_id=tok.cls_token_id,
+        bos_token_id=tok.cls_token_id,
+        sep_token_id=tok.sep_token_id,
+        eos_token_id=tok.sep_token_id,
+        # A larger init than 0.02 so tokens and positions produce clearly distinct vectors.
+        initializer_range=0.1,
+    )
+    torch.manual_seed(seed)
+    model = ModernBertModel(config).eval()
+    assert {"full_attention", "sliding_attention"} <= set(config.layer_types), config.layer_types
+    return model
+
+
+if __name__ == "__main__":
+    main(__doc__, SIZES, train_tokenizer, build_backbone, HERE / "corpus.json")

@@ -1,6 +1,0 @@
-"""vLLM's start-up passes through the model and the ColBERT head (the shared suite:
-:mod:`vllm_factory.heads.colbert.testing.startup`)."""
-
-from vllm_factory.heads.colbert.testing.startup import (  # noqa: F401  (collected here)
-    test_engine_start_up_passes,
-)

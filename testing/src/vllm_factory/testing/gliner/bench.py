@@ -1,0 +1,118 @@
+"""The GLiNER family's benchmark spec: every GLiNER package's ``benchmarks/bench_spec.py`` is
+``SPEC = GLiNERBenchSpec(__file__)`` (``nox -s bench -- --plugin NAME``).
+
+- Checkpoint: the package's random gliner model of real width (its
+  ``reference/build_checkpoint.py --size bench``), built once with gliner in its venv, then
+  run through ``vllm-factory-prep``; cached under ``.artifacts/<package>-bench/``. Both the
+  plugin and gliner load the prepared directory (it keeps gliner_config.json, weights and
+  tokenizer as gliner saved them).
+- Requests: one text per ``POST /pooling``, ``{"text": T, "labels": LABELS, "threshold":
+  0.5}`` with the 5 labels below. No native vLLM model exists.
+- Reference: ``GLiNER.inference`` on the same texts and labels (the shared in-process
+  baseline, ``--library gliner``) at batch size 1 and the batch-size sweep; the report gives
+  batch size 1 and the best one.
+- Token counts (corpus lengths, tokens/s): the text's own tokens, i.e. the full gliner prompt
+  (``[CLS] <<ENT>> person ... <<SEP>> words [SEP]``) minus its fixed part (special tokens and
+  the 5-label prompt, the same for every request).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+from vllm_factory.testing.bench import BenchConfig, PluginSpec, ServerSpec, repo_root
+from vllm_factory.testing.gliner.references import (
+    CORPUS,
+    KIT_INPUTS,
+    GLiNERReference,
+    gliner_env,
+)
+from vllm_factory.testing.refenv import cached_artifact
+
+LABELS = ["person", "organization", "location", "date", "product"]
+THRESHOLD = 0.5
+SEED = 0
+
+
+def plugin_body(model: str, text: str, encoding: str) -> dict:
+    return {"model": model, "data": {"text": text, "labels": LABELS, "threshold": THRESHOLD}}
+
+
+def check_plugin(answer: dict) -> None:
+    items = answer.get("data")
+    if not (isinstance(items, list) and len(items) == 1 and isinstance(items[0], list)):
+        raise ValueError(f"plugin: expected one entity list, got {str(answer)[:300]}")
+
+
+class GLiNERBenchSpec(PluginSpec):
+    """The spec of the GLiNER package whose ``benchmarks/bench_spec.py`` is ``spec_file``."""
+
+    reference_library = "gliner"
+
+    def __init__(self, spec_file: str | Path) -> None:
+        self.package = Path(spec_file).resolve().parents[1]
+        self.name = self.package.name
+        self.reference = GLiNERReference(self.package / "reference" / "build_checkpoint.py")
+
+    def word_texts(self) -> list[str]:
+        return json.loads(CORPUS.read_text(encoding="utf-8"))["texts"]
+
+    def reference_python(self, config: BenchConfig) -> Path:
+        if config.ref_python:
+            return Path(config.ref_python)
+        return gliner_env().ensure().python
+
+    def baseline_args(self) -> list[str]:
+        return ["--library", "gliner", "--labels", ",".join(LABELS), "--threshold", str(THRESHOLD)]
+
+    def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
+        if config.checkpoint:
+            return Path(config.checkpoint)
+
+        def build(target: Path) -> None:
+            raw = self.reference.build_checkpoint(target / "gliner", size="bench", seed=SEED)
+            from vllm_factory.heads.gliner.prep import prepare
+
+            prepare(raw, target / "served")
+
+        inputs = [self.reference.builder, *KIT_INPUTS]
+        root = repo_root() / ".artifacts" / f"{self.name.replace('_', '-')}-bench"
+        return cached_artifact(f"checkpoint-bench-seed{SEED}", inputs, build, root=root) / "served"
+
+    def max_model_len(self, checkpoint: Path, max_tokens: int) -> int:
+        return max(max_tokens, 512)
+
+    def token_counter(self, checkpoint: Path) -> Callable[[str], int]:
+        from transformers import AutoTokenizer
+        from vllm_factory.heads.gliner.prompts import prompt_words, split_words
+        from vllm_factory.heads.gliner.settings import parse_settings
+
+        settings = parse_settings(json.loads((checkpoint / "gliner_config.json").read_text()))
+        tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
+        prompt = prompt_words(LABELS, settings.ent_token, settings.sep_token)
+
+        def full(words: list[str]) -> int:
+            return len(tokenizer(prompt + words, is_split_into_words=True)["input_ids"])
+
+        overhead = full([])  # special tokens + the label prompt, the same for every text
+
+        @cache
+        def count(text: str) -> int:  # the text's own tokens, so that "short" (8-32) fits
+            return full([w.text for w in split_words(text, settings.max_len)]) - overhead
+
+        return count
+
+    def servers(self, checkpoint: Path) -> list[ServerSpec]:
+        return [
+            ServerSpec(
+                name="plugin",
+                label=f"plugin {self.name}_io",
+                io_processor_plugin=None,  # named in the prepared config.json
+                hf_overrides=None,
+                make_body=plugin_body,
+                check=check_plugin,
+            )
+        ]

@@ -1,0 +1,86 @@
+"""Session fixtures: the reference outputs, the prepared checkpoint and one real vLLM server.
+
+A GLiNER package's ``tests/conftest.py``::
+
+    from vllm_factory.testing.gliner.fixtures import *  # noqa: F403
+    from vllm_factory.testing.gliner.fixtures import reference_fixture
+
+    gliner_reference = reference_fixture(__file__)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from vllm_factory.heads.gliner.prep import prepare
+from vllm_factory.testing.fixtures import package_dir, pytest_configure, session_value
+from vllm_factory.testing.gliner.references import GLiNERReference
+
+__all__ = [
+    "corpus",
+    "ner",
+    "pytest_configure",
+    "reference_dir",
+    "reference_scores",
+    "served_dir",
+    "server",
+]
+
+
+def reference_fixture(conftest_file: str | Path) -> Callable:
+    """The session fixture ``gliner_reference`` of the package whose ``tests/conftest.py`` is
+    ``conftest_file``: the family kit on its ``reference/build_checkpoint.py``."""
+    reference = GLiNERReference(package_dir(conftest_file) / "reference" / "build_checkpoint.py")
+    return session_value("gliner_reference", reference)
+
+
+@pytest.fixture(scope="session")
+def reference_dir(gliner_reference: GLiNERReference) -> Path:
+    """``checkpoint/`` (gliner's layout), ``ref-scores.npz``, ``ref-entities.json``."""
+    return gliner_reference.reference_dir()
+
+
+@pytest.fixture(scope="session")
+def corpus(gliner_reference: GLiNERReference) -> dict:
+    return json.loads(gliner_reference.CORPUS.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def served_dir(reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The gliner checkpoint run through vllm-factory-prep (architecture and IOProcessor
+    come from the installed model package that serves its encoder type); a directory of this
+    session's own, since sessions may share the reference directory."""
+    return prepare(reference_dir / "checkpoint", tmp_path_factory.mktemp("gliner") / "served")
+
+
+@pytest.fixture(scope="session")
+def server(served_dir: Path):
+    """One real vLLM server for the session; no --io-processor-plugin, no --hf-overrides:
+    the prepared config.json names both."""
+    from vllm_factory.testing.server import VllmServer  # httpx: integration tests only
+
+    with VllmServer(served_dir) as running:
+        print(f"\nvLLM server healthy after {running.startup_seconds:.1f} s")
+        yield running
+
+
+@pytest.fixture(scope="session")
+def ner(server):
+    """``ner(data)`` -> the response ``data`` list (asserts HTTP 200)."""
+
+    def run(data: dict) -> list:
+        response = server.pooling(data)
+        assert response.status_code == 200, response.text
+        return response.json()["data"]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def reference_scores(reference_dir: Path) -> dict[str, np.ndarray]:
+    data = np.load(reference_dir / "ref-scores.npz")
+    return {key: data[key] for key in data.files}

@@ -1,0 +1,67 @@
+"""The GLiNER family's reference kit (serving venv side; stdlib only, so nox can build the
+venv before anything is installed).
+
+Shared by every GLiNER package: the gliner venv (``requirements-gliner.txt``), the parity
+corpus (``corpus.json``: texts and label sets), the GLiNER half of the checkpoint builder
+(``scripts/gliner_checkpoint.py``) and gliner's reference outputs (``scripts/gliner_encode.py``).
+A package brings only ``reference/build_checkpoint.py`` (its tokenizer and random backbone)
+and a three-line ``reference/<name>_reference.py``::
+
+    from vllm_factory.testing.gliner.references import GLiNERReference
+    REFERENCE = GLiNERReference(__file__)
+    CORPUS, gliner_env, build_checkpoint, reference_dir = REFERENCE.exports()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
+
+KIT = Path(__file__).resolve().parent
+CORPUS = KIT / "corpus.json"
+REQUIREMENTS = KIT / "requirements-gliner.txt"
+ENCODE = SCRIPTS / "gliner_encode.py"
+KIT_INPUTS = [REQUIREMENTS, CORPUS, SCRIPTS / "gliner_checkpoint.py", ENCODE,
+              SCRIPTS / "tiny_checkpoint.py"]  # fmt: skip
+
+
+def gliner_env() -> ReferenceEnv:
+    """gliner 0.2.29 and its pinned stack, one cached venv for every GLiNER package."""
+    return ReferenceEnv("gliner-0.2.29", [["-r", str(REQUIREMENTS)]])
+
+
+class GLiNERReference:
+    """One package's reference: its builder (``build_checkpoint.py`` in the folder of
+    ``module_file``, the package's ``reference/``) plus the family's steps; artifacts named
+    after the package."""
+
+    CORPUS = CORPUS
+
+    def __init__(self, module_file: str | Path) -> None:
+        self.folder = Path(module_file).resolve().parent
+        self.builder = self.folder / "build_checkpoint.py"
+        self.name = self.folder.parent.name.replace("_", "-") + "-reference"
+
+    def build_checkpoint(self, out: Path, size: str = "tiny", seed: int = 0) -> Path:
+        """The package's checkpoint in gliner's own layout (``--size bench``: real width)."""
+        gliner_env().ensure().run(self.builder, "--out", out, "--seed", seed, "--size", size)
+        return out
+
+    def _build(self, target: Path) -> None:
+        checkpoint = self.build_checkpoint(target / "checkpoint")
+        for out, more in (("ref-scores.npz", ["--entities", target / "ref-entities.json"]),
+                          ("ref-scores-bf16.npz", ["--dtype", "bfloat16"])):  # fmt: skip
+            gliner_env().run(
+                ENCODE, "--checkpoint", checkpoint, "--corpus", CORPUS, "--out", target / out,
+                *more,
+            )  # fmt: skip
+
+    def reference_dir(self) -> Path:
+        """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (gliner layout),
+        ref-scores.npz, ref-entities.json, ref-scores-bf16.npz (gliner's own bf16 run)."""
+        return cached_artifact(self.name, [self.builder, *KIT_INPUTS], self._build)
+
+    def exports(self):
+        """``CORPUS, gliner_env, build_checkpoint, reference_dir`` for the package module."""
+        return CORPUS, gliner_env, self.build_checkpoint, self.reference_dir

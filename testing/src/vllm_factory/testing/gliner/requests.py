@@ -1,0 +1,90 @@
+"""Batching, bad input and robustness against the real server."""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+import pytest
+from vllm_factory.heads.gliner.request import MAX_LABELS_PER_REQUEST
+from vllm_factory.testing.requests import bad_text_requests
+
+# What a package's test module collects (``from ... import *``).
+__all__ = [
+    "test_bad_input_is_4xx_naming_the_field",
+    "test_batched_equals_one_by_one",
+    "test_nan_threshold_is_rejected",
+    "test_server_keeps_serving_identical_entities_after_bad_input",
+    "test_string_and_list_text_and_duplicate_labels",
+]
+
+LABELS = ["person", "organization", "location", "date", "product"]
+
+
+def _key(entities: list[dict]) -> list[tuple]:
+    return [(e["text"], e["label"], e["start"], e["end"]) for e in entities]
+
+
+def test_batched_equals_one_by_one(ner, corpus):
+    texts = corpus["texts"][:12]
+    data = {"labels": LABELS, "threshold": 0.3}
+    batched = ner({**data, "text": texts})
+    for text, together in zip(texts, batched):
+        alone = ner({**data, "text": text})
+        assert len(alone) == 1
+        assert _key(alone[0]) == _key(together)
+        for a, b in zip(alone[0], together):
+            assert math.isclose(a["score"], b["score"], abs_tol=1e-5)
+
+
+def test_string_and_list_text_and_duplicate_labels(ner):
+    text = "Angela Merkel met Emmanuel Macron in Berlin."
+    one = ner({"text": text, "labels": LABELS})
+    dup = ner({"text": [text], "labels": LABELS + ["person", "date"]})
+    assert _key(one[0]) == _key(dup[0])
+
+
+BAD_INPUTS = [
+    ({"text": "x"}, "data.labels"),
+    ({"text": "x", "labels": []}, "data.labels"),
+    ({"text": "x", "labels": ["person", ""]}, "data.labels"),
+    ({"text": "x", "labels": ["  "]}, "data.labels"),
+    ({"text": "x", "labels": ["l"] * (MAX_LABELS_PER_REQUEST + 1)}, "data.labels"),
+    ({"text": "x", "labels": [f"l{i}" for i in range(1000)]}, "data.labels"),
+    ({"text": "x", "labels": "person"}, "data.labels"),
+    ({"text": "x", "labels": [1, 2]}, "data.labels"),
+    ({"text": "x", "labels": ["a <<ENT>> b"]}, "data.labels"),
+    ({"text": "x", "labels": ["person"], "threshold": 1.5}, "data.threshold"),
+    ({"text": "x", "labels": ["person"], "threshold": -0.1}, "data.threshold"),
+    ({"text": "x", "labels": ["person"], "threshold": "0.5"}, "data.threshold"),
+    *bad_text_requests(labels=["person"]),
+    ({"text": "x", "labels": ["person"], "flat_ner": "yes"}, "data.flat_ner"),
+    ({"text": "x", "labels": ["person"], "multi_label": 1}, "data.multi_label"),
+]
+
+
+@pytest.mark.parametrize(("data", "field"), BAD_INPUTS)
+def test_bad_input_is_4xx_naming_the_field(server, data, field):
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500, response.text
+    assert field in response.text, response.text
+
+
+def test_nan_threshold_is_rejected(server):
+    # JSON has no NaN, but Python's parser accepts the literal: it must still be refused.
+    body = '{"model": "%s", "data": {"text": "x", "labels": ["a"], "threshold": NaN}}'
+    response = httpx.post(
+        f"{server.url}/pooling", content=body % server.model,
+        headers={"content-type": "application/json"}, timeout=60,
+    )  # fmt: skip
+    assert 400 <= response.status_code < 500, response.text
+
+
+def test_server_keeps_serving_identical_entities_after_bad_input(server, ner, corpus):
+    data = {"text": corpus["texts"][:6], "labels": LABELS, "threshold": 0.3}
+    before = ner(data)
+    for bad, _ in BAD_INPUTS:
+        server.pooling(bad)
+    assert server.is_alive()
+    after = ner(data)
+    assert [_key(x) for x in after] == [_key(x) for x in before]

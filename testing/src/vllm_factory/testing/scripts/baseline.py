@@ -1,0 +1,153 @@
+"""The in-process baseline of the benchmark runner, for every reference library.
+
+Run as a script in the reference library's own venv (it imports nothing of vllm-factory;
+``bench.run_reference`` runs it by path)::
+
+    python baseline.py --library pylate --checkpoint DIR --texts texts.json --out raw.json \
+        --device cpu --dtype float32 --warmup 8 --requests 30 --batch-sizes 1,8,32 \
+        --min-batches 2 [--threads K] [--labels a,b,c --threshold 0.5]
+
+Loads the checkpoint with the library's own class, runs ``--warmup`` texts unmeasured, then
+for each batch size b runs ``texts[W : W + max(requests, min_batches * b)]`` (cyclically) in
+consecutive chunks of b, one library call per chunk (batch size 1 is the sequential
+baseline; a text's latency is its chunk's wall time). Writes raw timings only
+(``{"versions", "settings", "runs": [{"batch_size", "indices", "latencies_s",
+"wall_seconds"}]}``); the runner computes the statistics.
+
+Libraries, each called as its users call it on the texts the served requests carry:
+``pylate`` (``models.ColBERT.encode``, documents), ``sentence-transformers``
+(``SentenceTransformer.encode``, no prompt), ``gliner`` (``GLiNER.inference`` with
+``--labels`` and ``--threshold``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+Encode = Callable[[list[str]], Any]
+
+
+def load_pylate(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
+    from pylate import models
+
+    model = prepare(models.ColBERT(args.checkpoint, device=args.device), args)
+
+    def encode(chunk: list[str]) -> Any:
+        return model.encode(chunk, batch_size=len(chunk), is_query=False, show_progress_bar=False)
+
+    return encode, {"document_length": model.document_length}
+
+
+def load_sentence_transformers(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
+    from sentence_transformers import SentenceTransformer
+
+    model = prepare(SentenceTransformer(args.checkpoint, device=args.device), args)
+
+    def encode(chunk: list[str]) -> Any:
+        return model.encode(chunk, batch_size=len(chunk), show_progress_bar=False)
+
+    return encode, {"max_seq_length": model.max_seq_length}
+
+
+def load_gliner(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
+    from gliner import GLiNER
+
+    model = GLiNER.from_pretrained(args.checkpoint, local_files_only=True)
+    model = prepare(model.to(args.device), args)
+    labels = args.labels.split(",")
+
+    def encode(chunk: list[str]) -> Any:
+        return model.inference(chunk, labels, threshold=args.threshold, batch_size=len(chunk))
+
+    return encode, {"labels": labels, "threshold": args.threshold}
+
+
+LIBRARIES = {
+    "pylate": load_pylate,
+    "sentence-transformers": load_sentence_transformers,
+    "gliner": load_gliner,
+}
+
+
+def prepare(model: Any, args: argparse.Namespace) -> Any:
+    import torch
+
+    model.to(getattr(torch, args.dtype))
+    model.eval()
+    return model
+
+
+def time_batches(encode: Encode, texts: list[str], args: argparse.Namespace) -> list[dict]:
+    import torch
+
+    def run(chunk: list[str]) -> None:
+        encode(chunk)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    for index in range(args.warmup):
+        run([texts[index % len(texts)]])
+    runs = []
+    for batch_size in sorted({int(b) for b in args.batch_sizes.split(",")}):
+        count = max(args.requests, args.min_batches * batch_size)
+        indices = [(args.warmup + k) % len(texts) for k in range(count)]
+        latencies: list[float] = []
+        started = time.perf_counter()
+        for offset in range(0, count, batch_size):
+            chunk = indices[offset : offset + batch_size]
+            chunk_started = time.perf_counter()
+            run([texts[i] for i in chunk])
+            latencies += [time.perf_counter() - chunk_started] * len(chunk)
+        wall = time.perf_counter() - started
+        runs.append(
+            {"batch_size": batch_size, "indices": indices, "latencies_s": latencies,
+             "wall_seconds": wall}
+        )  # fmt: skip
+        print(f"{args.library} batch size {batch_size}: {count / wall:.2f} texts/s", flush=True)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--library", choices=sorted(LIBRARIES), required=True)
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--texts", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=32)
+    ap.add_argument("--batch-sizes", default="1,8,32")
+    ap.add_argument("--min-batches", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--labels", default="", help="gliner: comma-separated entity labels")
+    ap.add_argument("--threshold", type=float, default=0.5, help="gliner: score threshold")
+    args = ap.parse_args(argv)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    texts: list[str] = json.loads(args.texts.read_text(encoding="utf-8"))["texts"]
+    encode, settings = LIBRARIES[args.library](args)
+    runs = time_batches(encode, texts, args)
+    result = {
+        "versions": {name: version(name) for name in (args.library, "torch", "transformers")},
+        "settings": {
+            "device": args.device,
+            "dtype": args.dtype,
+            "torch_threads": torch.get_num_threads(),
+            **settings,
+        },
+        "runs": runs,
+    }
+    args.out.write_text(json.dumps(result), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

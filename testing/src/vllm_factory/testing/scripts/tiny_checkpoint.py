@@ -1,0 +1,65 @@
+"""What every tiny reference checkpoint builder shares (runs in the reference libraries'
+venvs, as ``import tiny_checkpoint`` beside the builder: ``refenv.ReferenceEnv.run`` puts this
+folder on ``PYTHONPATH``).
+
+Tokenizers are trained offline on the family's corpus plus the docstrings of some stdlib
+modules (more words than the corpus alone), with a few characters held out so that the corpus
+exercises the unknown token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import random
+from pathlib import Path
+
+# Kept out of tokenizer training so that the corpus exercises [UNK].
+HELD_OUT = str.maketrans("", "", "\u2603\U0001d11e")
+DOC_MODULES = ["argparse", "collections", "csv", "datetime", "decimal", "email", "json",
+               "logging", "os", "pathlib", "re", "string", "textwrap", "unittest"]  # fmt: skip
+
+
+def extra_text(modules: list[str] = DOC_MODULES) -> list[str]:
+    """Docstrings of ``modules`` and their public members, as training sentences."""
+    out: list[str] = []
+    for name in modules:
+        mod = importlib.import_module(name)
+        out.append(mod.__doc__ or "")
+        for attr in sorted(dir(mod)):
+            doc = getattr(getattr(mod, attr, None), "__doc__", None)
+            if not attr.startswith("_") and isinstance(doc, str):
+                out.append(doc)
+    return [t for t in out if t.strip()]
+
+
+def training_texts(
+    texts: list[str], modules: list[str] = DOC_MODULES, held_out: bool = True
+) -> list[str]:
+    """``texts`` plus :func:`extra_text`, without the held-out characters (``held_out``)."""
+    texts = texts + extra_text(modules)
+    return [t.translate(HELD_OUT) for t in texts] if held_out else texts
+
+
+def builder_arguments(doc: str, sizes: dict, corpus: Path) -> argparse.Namespace:
+    """A checkpoint builder's command line (``--out``, ``--seed``, ``--size``, ``--corpus``,
+    ``--vocab-size``), parsed; logging set up and the generators seeded."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--size", choices=sorted(sizes), default="tiny")
+    ap.add_argument("--corpus", type=Path, default=corpus)
+    ap.add_argument("--vocab-size", type=int, default=4000)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    seed_everything(args.seed)
+    return args
+
+
+def seed_everything(seed: int) -> None:
+    """Python's and numpy's generators (torch is seeded where each model is built)."""
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)

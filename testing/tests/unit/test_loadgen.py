@@ -1,0 +1,318 @@
+"""Unit tests for the closed-loop load generator: statistics on synthetic timings, and the
+loop itself against an in-process mock transport (no vLLM, no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import statistics
+
+import httpx
+import pytest
+from vllm_factory.testing.loadgen import (
+    Point,
+    closed_loop,
+    open_loop,
+    percentile,
+    poisson_schedule,
+    summarize,
+)
+
+# -- percentile ------------------------------------------------------------------------------
+
+
+def test_percentile_single_value() -> None:
+    assert percentile([7.0], 0) == 7.0
+    assert percentile([7.0], 50) == 7.0
+    assert percentile([7.0], 100) == 7.0
+
+
+def test_percentile_bounds_are_min_and_max() -> None:
+    values = [5.0, 1.0, 9.0, 3.0]
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 100) == 9.0
+
+
+def test_percentile_interpolates_linearly() -> None:
+    # Sorted 1..10: rank = q/100 * 9.
+    values = [float(v) for v in range(10, 0, -1)]
+    assert percentile(values, 50) == pytest.approx(5.5)
+    assert percentile(values, 95) == pytest.approx(1 + 0.95 * 9)
+    assert percentile(values, 99) == pytest.approx(1 + 0.99 * 9)
+    assert percentile([0.0, 10.0], 25) == pytest.approx(2.5)
+
+
+def test_percentile_matches_numpy_linear() -> None:
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(0)
+    values = rng.lognormal(mean=3.0, sigma=0.5, size=257).tolist()
+    for q in (0, 1, 12.5, 50, 90, 95, 99, 99.9, 100):
+        assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+
+
+def test_percentile_does_not_mutate_input() -> None:
+    values = [3.0, 1.0, 2.0]
+    percentile(values, 50)
+    assert values == [3.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("q", [-0.1, 100.1, math.nan])
+def test_percentile_rejects_bad_q(q: float) -> None:
+    with pytest.raises(ValueError):
+        percentile([1.0, 2.0], q)
+
+
+def test_percentile_rejects_empty() -> None:
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+# -- summarize -------------------------------------------------------------------------------
+
+
+def test_summarize_synthetic_timings() -> None:
+    # 100 requests of 10 ms .. 1000 ms in 4 s of wall time, 2 failures.
+    latencies = [i / 100 for i in range(1, 101)]
+    point = summarize(latencies, wall_seconds=4.0, errors=2, concurrency=8)
+    assert isinstance(point, Point)
+    assert point.count == 100
+    assert point.errors == 2
+    assert point.concurrency == 8
+    assert point.req_per_s == pytest.approx(25.0)
+    assert point.p50_ms == pytest.approx(505.0)
+    assert point.p95_ms == pytest.approx(10 + 0.95 * 99 * 10)
+    assert point.p99_ms == pytest.approx(10 + 0.99 * 99 * 10)
+    assert point.mean_ms == pytest.approx(505.0)
+    assert point.p50_ms <= point.p95_ms <= point.p99_ms
+
+
+def test_summarize_only_errors() -> None:
+    point = summarize([], wall_seconds=1.5, errors=3)
+    assert point.count == 0
+    assert point.errors == 3
+    assert point.req_per_s == 0.0
+    assert point.p50_ms is None and point.p95_ms is None and point.p99_ms is None
+    assert point.mean_ms is None
+
+
+def test_summarize_is_json_serialisable() -> None:
+    point = summarize([0.1, 0.2], wall_seconds=0.3, errors=0, concurrency=1)
+    data = json.loads(json.dumps(point.to_dict()))
+    assert data["count"] == 2
+    assert data["p50_ms"] == pytest.approx(150.0)
+
+
+@pytest.mark.parametrize(("wall", "errors"), [(0.0, 0), (-1.0, 0), (1.0, -1)])
+def test_summarize_rejects_bad_arguments(wall: float, errors: int) -> None:
+    with pytest.raises(ValueError):
+        summarize([0.1], wall_seconds=wall, errors=errors)
+
+
+# -- closed_loop against a mock transport ----------------------------------------------------
+
+
+URL = "http://bench/pooling"
+
+
+def body(i: int) -> dict:
+    return {"i": i}
+
+
+def run_closed(transport: httpx.MockTransport, **options) -> Point:
+    return asyncio.run(closed_loop(URL, body, transport=transport, **options))
+
+
+def run_open(transport: httpx.MockTransport, **options) -> Point:
+    return asyncio.run(open_loop(URL, body, transport=transport, **options))
+
+
+def test_summarize_rates_and_tokens() -> None:
+    point = summarize([0.1, 0.2, 0.3, 0.4], wall_seconds=2.0, errors=1, tokens=1000)
+    assert point.req_per_s == pytest.approx(2.0)
+    assert point.tokens == 1000
+    assert point.tokens_per_s == pytest.approx(500.0)
+    assert point.p50_ms == pytest.approx(250.0)
+    assert point.p99_ms == pytest.approx(397.0)
+    assert point.mode == "closed"
+
+
+def test_summarize_without_tokens_reports_none() -> None:
+    point = summarize([0.1], wall_seconds=1.0, errors=0)
+    assert point.tokens is None and point.tokens_per_s is None
+
+
+# -- Poisson schedule -------------------------------------------------------------------------
+
+
+def test_poisson_schedule_starts_at_zero_and_increases() -> None:
+    instants = poisson_schedule(5.0, 50, seed=1)
+    assert len(instants) == 50
+    assert instants[0] == 0.0
+    assert all(b >= a for a, b in itertools.pairwise(instants))
+
+
+def test_poisson_schedule_is_seeded() -> None:
+    assert poisson_schedule(3.0, 20, seed=7) == poisson_schedule(3.0, 20, seed=7)
+    assert poisson_schedule(3.0, 20, seed=7) != poisson_schedule(3.0, 20, seed=8)
+
+
+def test_poisson_schedule_gap_statistics() -> None:
+    rate = 4.0
+    instants = poisson_schedule(rate, 20001, seed=0)
+    gaps = [b - a for a, b in itertools.pairwise(instants)]
+    # Exponential gaps: mean and standard deviation both 1 / rate.
+    assert statistics.fmean(gaps) == pytest.approx(1 / rate, rel=0.03)
+    assert statistics.pstdev(gaps) == pytest.approx(1 / rate, rel=0.05)
+    # Memorylessness: P(gap > 1/rate) = e^-1.
+    assert sum(g > 1 / rate for g in gaps) / len(gaps) == pytest.approx(math.exp(-1), abs=0.02)
+
+
+def test_poisson_schedule_counts_in_windows_have_poisson_variance() -> None:
+    instants = poisson_schedule(10.0, 50001, seed=3)
+    windows = [0] * int(instants[-1])
+    for t in instants:
+        if int(t) < len(windows):
+            windows[int(t)] += 1
+    assert statistics.fmean(windows) == pytest.approx(10.0, rel=0.03)
+    assert statistics.pvariance(windows) == pytest.approx(10.0, rel=0.1)
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0, float("inf"), float("nan")])
+def test_poisson_schedule_rejects_bad_rates(rate: float) -> None:
+    with pytest.raises(ValueError):
+        poisson_schedule(rate, 3, seed=0)
+
+
+# -- loops against a mock transport -----------------------------------------------------------
+
+
+def _echo_transport(fail: set[int] = frozenset()) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        index = json.loads(request.content)["i"]
+        if index in fail:
+            return httpx.Response(500, text="boom")
+        return httpx.Response(200, json={"i": index})
+
+    return httpx.MockTransport(handler)
+
+
+def test_closed_loop_counts_tokens_of_successes_only() -> None:
+    point = run_closed(
+        _echo_transport(fail={3}),
+        concurrency=2,
+        requests=6,
+        warmup=2,
+        tokens_of=lambda i: 10 * i,
+    )
+    assert point.count == 5 and point.errors == 1
+    assert point.tokens == 10 * (2 + 4 + 5 + 6 + 7)
+    assert point.tokens_per_s == pytest.approx(point.tokens / point.wall_seconds)
+
+
+def test_open_loop_sends_every_request_and_reports_rate() -> None:
+    seen: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["i"])
+        return httpx.Response(200, json={})
+
+    point = run_open(
+        httpx.MockTransport(handler),
+        rate=200.0,
+        requests=20,
+        warmup=3,
+        seed=0,
+        tokens_of=lambda i: 4,
+    )
+    assert sorted(seen) == list(range(23))
+    assert point.mode == "open" and point.offered_rate == 200.0
+    assert point.count == 20 and point.errors == 0
+    assert point.tokens == 80
+    assert point.concurrency >= 1
+    # The last arrival is scheduled at the schedule's end: the run cannot be shorter.
+    assert point.wall_seconds >= poisson_schedule(200.0, 20, seed=0)[-1]
+
+
+def test_open_loop_records_errors() -> None:
+    point = run_open(
+        _echo_transport(fail={0, 4}),
+        rate=500.0,
+        requests=5,
+        warmup=0,
+    )
+    assert point.count == 3 and point.errors == 2
+
+
+# -- configuration and corpus -----------------------------------------------------------------
+
+
+def _mock(delay: float, fail_every: int = 0) -> tuple[httpx.MockTransport, dict]:
+    state: dict = {"bodies": [], "in_flight": 0, "max_in_flight": 0}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        state["bodies"].append(body)
+        state["in_flight"] += 1
+        state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            state["in_flight"] -= 1
+        if fail_every and body["i"] % fail_every == 0:
+            return httpx.Response(500, text="boom")
+        return httpx.Response(200, json={"ok": True})
+
+    return httpx.MockTransport(handler), state
+
+
+def test_closed_loop_counts_and_warmup() -> None:
+    transport, state = _mock(delay=0.01)
+    point = run_closed(
+        transport,
+        concurrency=4,
+        requests=20,
+        warmup=6,
+    )
+    assert point.count == 20
+    assert point.errors == 0
+    assert point.concurrency == 4
+    assert sorted(b["i"] for b in state["bodies"]) == list(range(26))
+    assert state["max_in_flight"] == 4
+    assert point.p50_ms is not None and point.p50_ms >= 10.0
+    # 20 requests of >= 10 ms on 4 clients take at least 5 rounds.
+    assert point.wall_seconds >= 0.05
+    assert point.req_per_s == pytest.approx(20 / point.wall_seconds)
+
+
+def test_closed_loop_records_errors() -> None:
+    transport, _ = _mock(delay=0.0, fail_every=5)
+    point = run_closed(
+        transport,
+        concurrency=2,
+        requests=10,
+        warmup=0,
+    )
+    # Indices 0 and 5 fail.
+    assert point.errors == 2
+    assert point.count == 8
+
+
+def test_closed_loop_concurrency_above_requests() -> None:
+    transport, state = _mock(delay=0.0)
+    point = run_closed(
+        transport,
+        concurrency=16,
+        requests=3,
+        warmup=0,
+    )
+    assert point.count == 3
+    assert len(state["bodies"]) == 3
+
+
+def test_closed_loop_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        asyncio.run(closed_loop("http://x", lambda i: {}, concurrency=0, requests=1, warmup=0))
+    with pytest.raises(ValueError):
+        asyncio.run(closed_loop("http://x", lambda i: {}, concurrency=1, requests=0, warmup=0))

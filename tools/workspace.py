@@ -1,0 +1,246 @@
+"""The packages of this repository, as they describe themselves.
+
+Every wheel's ``pyproject.toml`` carries a ``[tool.vllm-factory]`` table; nox, tox, CI, the GPU
+check and the README's package table read it through :func:`packages`, so adding a package is
+adding its folder. Keys (all optional but ``layer``)::
+
+    [tool.vllm-factory]
+    layer = "model"                 # core | kernels | testing | backbone | head | model
+    family = "gliner"               # heads and models: the IOProcessor family
+    tests = "tests"                 # run by `nox -s tests` against a real vLLM (default: tests/)
+    vllm-free-tests = "tests/unit"  # run by tox without vLLM
+    demo = "examples/demo.py"       # served by `nox -s build -- --serve`
+    reference-envs = ["deberta_gliner_reference:gliner_env"]  # reference/<module>:<function>
+    representative = true           # the family's model in CI's older-vLLM and demo passes
+
+Backbones, heads and models live under ``packages/backbones``, ``packages/heads`` and
+``packages/models``; the shared layers (core, kernels, testing) at the root. Stdlib only: the
+noxfile imports this before any venv exists.
+
+``python tools/workspace.py`` prints the table; ``python tools/workspace.py install NAME``
+installs NAME and the workspace wheels it needs, editable, into the running interpreter
+(tox's commands); ``python tools/workspace.py pytest NAME [ARGS]`` runs its vLLM-free tests;
+``python tools/workspace.py readme [--check]`` writes (checks) the README's package table.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("core", "kernels", "testing", "backbone", "head", "model")
+# Where each layer's packages live: the shared layers at the root, the others one folder each.
+LAYER_FOLDERS = {
+    "backbone": "packages/backbones",
+    "head": "packages/heads",
+    "model": "packages/models",
+}
+PREFIX = "vllm-factory-"
+
+
+@dataclass(frozen=True)
+class Package:
+    path: Path
+    distribution: str
+    layer: str
+    requires: tuple[str, ...]  # workspace distributions this one depends on
+    extras: dict = field(default_factory=dict, hash=False, compare=False)
+    family: str | None = None
+    tests: str | None = None
+    vllm_free_tests: str | None = None
+    demo: str | None = None
+    reference_envs: tuple[str, ...] = ()
+    representative: bool = False
+
+    @property
+    def name(self) -> str:
+        """Short name: the distribution without ``vllm-factory-`` (tox env, CLI)."""
+        return self.distribution.removeprefix(PREFIX)
+
+    @property
+    def folder(self) -> str:
+        """Path relative to the repository root."""
+        return self.path.relative_to(ROOT).as_posix()
+
+    @property
+    def test_requires(self) -> tuple[str, ...]:
+        """Workspace distributions its ``test`` extra asks for (e.g. the testing kit)."""
+        names = map(_requirement_name, self.extras.get("test", []))
+        return tuple(name for name in names if name.startswith(PREFIX))
+
+    @property
+    def served(self) -> bool:
+        """Ships an IOProcessor plugin (a model package)."""
+        return self.layer == "model"
+
+
+def _requirement_name(requirement: str) -> str:
+    name = requirement
+    for stop in "<>=!~;[ (":
+        name = name.split(stop, 1)[0]
+    return name.strip().lower().replace("_", "-")
+
+
+def _load(pyproject: Path) -> Package:
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    project, table = data["project"], data.get("tool", {}).get("vllm-factory")
+    if table is None:
+        raise ValueError(f"{pyproject}: no [tool.vllm-factory] table")
+    layer = table.get("layer")
+    if layer not in LAYERS:
+        raise ValueError(f"{pyproject}: layer {layer!r} is not one of {LAYERS}")
+    folder = pyproject.parent.relative_to(ROOT).parent.as_posix()
+    if folder != LAYER_FOLDERS.get(layer, "."):
+        raise ValueError(f"{pyproject}: a {layer} package belongs in {LAYER_FOLDERS[layer]}/")
+    requires = tuple(
+        name
+        for name in map(_requirement_name, project.get("dependencies", []))
+        if name.startswith(PREFIX)
+    )
+
+    def path_or_none(key: str, default: str | None = None) -> str | None:
+        value = table.get(key, default)
+        return value if value and (pyproject.parent / value).exists() else None
+
+    return Package(
+        path=pyproject.parent,
+        distribution=project["name"],
+        layer=layer,
+        requires=requires,
+        extras=project.get("optional-dependencies", {}),
+        family=table.get("family"),
+        tests=path_or_none("tests", "tests"),
+        vllm_free_tests=path_or_none("vllm-free-tests"),
+        demo=path_or_none("demo"),
+        reference_envs=tuple(table.get("reference-envs", ())),
+        representative=bool(table.get("representative", False)),
+    )
+
+
+@cache
+def packages() -> tuple[Package, ...]:
+    """Every workspace package, dependencies before their dependents."""
+    found = {}
+    for pyproject in [*ROOT.glob("*/pyproject.toml"), *ROOT.glob("packages/*/*/pyproject.toml")]:
+        text = pyproject.read_text(encoding="utf-8")
+        if "[tool.vllm-factory]" in text:
+            package = _load(pyproject)
+            found[package.distribution] = package
+    ordered: list[Package] = []
+
+    def visit(package: Package, trail: tuple[str, ...] = ()) -> None:
+        if package in ordered:
+            return
+        if package.distribution in trail:
+            raise ValueError(f"dependency cycle: {' -> '.join(trail)}")
+        for name in package.requires:
+            if name not in found:
+                raise ValueError(f"{package.folder}: requires {name}, not in this workspace")
+            visit(found[name], (*trail, package.distribution))
+        ordered.append(package)
+
+    for package in sorted(found.values(), key=lambda p: (LAYERS.index(p.layer), p.name)):
+        visit(package)
+    return tuple(ordered)
+
+
+def get(name: str) -> Package:
+    """A package by short name, distribution or folder name."""
+    for package in packages():
+        if name in (package.name, package.distribution, package.path.name):
+            return package
+    raise KeyError(f"no workspace package {name!r}; known: {[p.name for p in packages()]}")
+
+
+def closure(package: Package, test: bool = False) -> list[Package]:
+    """``package`` and every workspace package it needs (``test``: its tests need too),
+    dependencies first."""
+    needed = {package.distribution, *(package.test_requires if test else ())}
+    for candidate in reversed(packages()):
+        if candidate.distribution in needed:
+            needed.update(candidate.requires)
+    return [p for p in packages() if p.distribution in needed]
+
+
+def _install(name: str) -> None:
+    package = get(name)
+    args = []
+    for needed in closure(package, test=True):
+        extra = "[test]" if needed is package and "test" in needed.extras else ""
+        args += ["-e", f"{needed.path}{extra}"]
+    # Our wheels resolve to these folders; third-party requirements come from the index.
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-build-isolation", *args], check=True
+    )
+
+
+def _pytest(name: str, args: list[str]) -> int:
+    package = get(name)
+    if not package.vllm_free_tests:
+        raise SystemExit(f"{package.folder} declares no vllm-free-tests")
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-ra"]
+    suite = str(package.path / package.vllm_free_tests)
+    return subprocess.run([*command, suite, *args], check=False).returncode
+
+
+README = ROOT / "README.md"
+TABLE_START, TABLE_END = "<!-- packages: start -->", "<!-- packages: end -->"
+
+
+def readme_table() -> str:
+    """The README's package table, from the packages' own metadata (models first)."""
+    rows = [
+        "| wheel | layer | what it is | IOProcessor | folder |",
+        "|---|---|---|---|---|",
+    ]
+    order = ("model", "head", "backbone", "core", "kernels", "testing")
+    for p in sorted(packages(), key=lambda p: (order.index(p.layer), p.name)):
+        project = tomllib.loads((p.path / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})
+        io = ", ".join(f"`{name}`" for name in plugins)
+        layer = f"{p.layer} ({p.family})" if p.family else p.layer
+        link = f"[{p.folder}]({p.folder}/README.md)"
+        rows.append(f"| `{p.distribution}` | {layer} | {project['description']} | {io} | {link} |")
+    return "\n".join(rows)
+
+
+def readme(check: bool) -> int:
+    """Write the table between the README's markers; with ``check``, only say if it differs."""
+    text = README.read_text(encoding="utf-8")
+    head, rest = text.split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    updated = f"{head}{TABLE_START}\n{readme_table()}\n{TABLE_END}{tail}"
+    if updated == text:
+        return 0
+    if check:
+        print("README.md: the package table is stale; run `python tools/workspace.py readme`")
+        return 1
+    README.write_text(updated, encoding="utf-8")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["readme"]:
+        return readme(check="--check" in argv)
+    if argv[:1] == ["install"] and len(argv) == 2:
+        _install(argv[1])
+        return 0
+    if argv[:1] == ["pytest"] and len(argv) >= 2:
+        return _pytest(argv[1], argv[2:])
+    if argv:
+        raise SystemExit(__doc__)
+    for p in packages():
+        flags = ", ".join(
+            f for f, on in (("demo", p.demo), ("representative", p.representative)) if on
+        )
+        print(f"{p.layer:8} {p.distribution:30} {p.folder:32} {p.family or '':8} {flags}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
