@@ -19,6 +19,7 @@ from torch import nn
 from vllm.model_executor.layers.linear import ColumnParallelLinear, RowParallelLinear
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+from vllm_factory.core.packing import PackedLayout
 from vllm_factory.kernels import (
     flash_deberta_attention,
     fused_add_layernorm,
@@ -66,10 +67,8 @@ class PackedSequences:
 
     @classmethod
     def from_positions(cls, positions: torch.Tensor, span: int, buckets: int, max_rel: int):
-        starts = torch.nonzero(positions == 0, as_tuple=False).flatten()
-        total = torch.tensor([positions.numel()], device=positions.device)
-        cu = torch.cat((starts, total)).to(torch.int32)
-        max_seqlen = int((cu[1:] - cu[:-1]).max().item()) if starts.numel() else 0
+        layout = PackedLayout(positions)
+        cu, max_seqlen = layout.cu_seqlens, layout.max_seqlen
         rel_index = None
         if span and max_seqlen:
             rel_index = relative_position_index(

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from vllm_factory.backbones.modernbert.cpu_kernel import KernelBatch, kernel_supports
 from vllm_factory.backbones.modernbert.cuda_kernel import VarlenBatch, flash_supports
+from vllm_factory.core.packing import PackedLayout
 
 
 @dataclass
@@ -42,12 +43,9 @@ class PackedBatch:
         """Build from vLLM positions; ``hidden_keys`` [T] bool marks keys nobody may see."""
         device = positions.device
         total = positions.numel()
-        starts = torch.nonzero(positions == 0, as_tuple=False).flatten()
-        lengths = torch.diff(starts, append=torch.tensor([total], device=device))
-        batch = int(starts.numel())
-        length = int(lengths.max().item()) if batch else 0
-        seq_of_token = torch.repeat_interleave(torch.arange(batch, device=device), lengths)
-        flat_index = seq_of_token * length + positions.long()
+        layout = PackedLayout(positions)
+        batch, length = layout.num_seqs, layout.max_seqlen
+        flat_index = layout.seq_of_token * length + positions.long()
 
         valid = torch.zeros(batch * length, dtype=torch.bool, device=device)
         visible = torch.ones(total, dtype=torch.bool, device=device)
@@ -149,15 +147,10 @@ class LengthGroups:
     ) -> LengthGroups:
         """``head_dim`` (when given and supported) enables vLLM's CPU kernel."""
         total = positions.numel()
-        starts = torch.nonzero(positions == 0, as_tuple=False).flatten().tolist()
-        runs: list[_Run] = []
-        for start, end in zip(starts, [*starts[1:], total]):
-            length = end - start
-            last = runs[-1] if runs else None
-            if last is not None and last.length == length:
-                last.size += 1
-            else:
-                runs.append(_Run(start, 1, length, positions.device))
+        runs = [
+            _Run(run.start, run.size, run.length, positions.device)
+            for run in PackedLayout(positions).runs
+        ]
         if hidden_keys is not None:
             for run in runs:
                 hidden = hidden_keys[run.start : run.start + run.size * run.length]

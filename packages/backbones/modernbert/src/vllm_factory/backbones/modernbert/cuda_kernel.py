@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import torch
+from vllm_factory.core.packing import PackedLayout
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +51,8 @@ class VarlenBatch:
 
     @classmethod
     def from_positions(cls, positions: torch.Tensor) -> VarlenBatch:
-        starts = torch.nonzero(positions == 0, as_tuple=False).flatten()
-        end = torch.tensor([positions.numel()], device=positions.device)
-        cu_seqlens = torch.cat((starts, end)).to(torch.int32)
-        max_seqlen = int((cu_seqlens[1:] - cu_seqlens[:-1]).max().item())
-        return cls(cu_seqlens, max_seqlen)
+        layout = PackedLayout(positions)
+        return cls(layout.cu_seqlens, layout.max_seqlen)
 
     def attend(
         self,

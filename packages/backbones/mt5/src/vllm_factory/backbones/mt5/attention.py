@@ -20,6 +20,7 @@ from itertools import pairwise
 
 import torch
 import torch.nn.functional as F
+from vllm_factory.core.packing import PackedLayout
 
 # Materialised [G, H, L, L] masks of padded groups stay below this many elements.
 MAX_MASK_ELEMENTS = 1 << 27
@@ -40,10 +41,8 @@ class _Group:
 
 def sequence_lengths(positions: torch.Tensor) -> tuple[list[int], list[int]]:
     """Start offsets and lengths of the sequences in a packed batch (one host sync)."""
-    total = positions.numel()
-    starts = torch.nonzero(positions == 0, as_tuple=False).flatten().tolist()
-    lengths = [end - start for start, end in zip(starts, [*starts[1:], total])]
-    return starts, lengths
+    layout = PackedLayout(positions)
+    return layout.host_starts, layout.host_lengths
 
 
 def _plan(lengths: list[int], min_fill: float, heads: int) -> list[list[int]]:

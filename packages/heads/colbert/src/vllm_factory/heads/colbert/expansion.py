@@ -10,6 +10,7 @@ with ``[SEP]``).
 from __future__ import annotations
 
 import torch
+from vllm_factory.core.packing import PackedLayout
 
 
 def trailing_expansion_tokens(
@@ -23,11 +24,10 @@ def trailing_expansion_tokens(
     others = (~is_expansion).long()
     # others_after[t] = non-expansion tokens from t to the end of the whole batch.
     others_after = others.flip(0).cumsum(0).flip(0)
-    starts = torch.nonzero(positions == 0, as_tuple=False).flatten()
-    seq_of_token = torch.cumsum((positions == 0).long(), 0) - 1
+    layout = PackedLayout(positions)
     # Value of others_after at the next sequence's start (0 past the last sequence).
-    next_start = torch.cat([others_after[starts[1:]], others_after.new_zeros(1)])
-    remaining_in_sequence = others_after - next_start[seq_of_token]
+    next_start = torch.cat([others_after[layout.starts[1:]], others_after.new_zeros(1)])
+    remaining_in_sequence = others_after - next_start[layout.seq_of_token]
     return is_expansion & (remaining_in_sequence == 0)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from vllm_factory.core.packing import PackedLayout
 
 
 @dataclass
@@ -47,15 +48,7 @@ class PackedSequences:
     def from_positions(
         cls, positions: torch.Tensor, hidden: torch.Tensor | None = None
     ) -> PackedSequences:
-        total = positions.numel()
-        starts = torch.nonzero(positions == 0, as_tuple=False).flatten().tolist()
-        runs: list[Run] = []
-        for start, end in zip(starts, [*starts[1:], total]):
-            length = end - start
-            if runs and runs[-1].length == length:
-                runs[-1].size += 1
-            else:
-                runs.append(Run(start, 1, length))
+        runs = [Run(r.start, r.size, r.length) for r in PackedLayout(positions).runs]
         if hidden is not None and bool(hidden.any()):
             for run in runs:
                 part = hidden[run.span]
