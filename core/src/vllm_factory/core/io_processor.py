@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from vllm.plugins.io_processors.interface import IOProcessor
 from vllm_factory.core import compat
 from vllm_factory.core.checkpoint import CheckpointFiles
+from vllm_factory.core.request import describe_validation_error
 
 logger = logging.getLogger(__name__)
 
@@ -26,18 +27,6 @@ RequestT = TypeVar("RequestT", bound=BaseModel)
 # Validated requests wait here between pre_process and post_process (same API process).
 # Bounded, so requests that fail in the engine cannot grow it without limit.
 MAX_PENDING_REQUESTS = 65536
-
-_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
-
-
-def describe_validation_error(error: ValidationError, root: str = "data") -> tuple[str, str]:
-    """The first problem of a pydantic error as (field path, message), e.g. ``data.text``."""
-    first = error.errors()[0]
-    # Union members appear in the location as type names ("str", "list[str]"): drop them.
-    parts = [str(p) for p in first["loc"] if str(p) not in _TYPE_TAGS and "[" not in str(p)]
-    path = ".".join([root, *parts])
-    message = first["msg"].removeprefix("Value error, ")
-    return path, f"{path}: {message}"
 
 
 class FactoryIOProcessor(IOProcessor, Generic[RequestT]):

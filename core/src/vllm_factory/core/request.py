@@ -1,6 +1,9 @@
-"""Checks every request model shares (pure Python; used inside pydantic field validators)."""
+"""Checks every request model shares and how their errors read (pure Python and pydantic; no
+vLLM, so the request models are unit-tested without it)."""
 
 from __future__ import annotations
+
+from pydantic import ValidationError
 
 
 def check_texts(
@@ -19,3 +22,16 @@ def check_texts(
         if len(item) > max_chars:
             raise ValueError(f"{noun}s must be at most {max_chars} characters")
     return value
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
+
+
+def describe_validation_error(error: ValidationError, root: str = "data") -> tuple[str, str]:
+    """The first problem of a pydantic error as (field path, message), e.g. ``data.text``."""
+    first = error.errors()[0]
+    # Union members appear in the location as type names ("str", "list[str]"): drop them.
+    parts = [str(p) for p in first["loc"] if str(p) not in _TYPE_TAGS and "[" not in str(p)]
+    path = ".".join([root, *parts])
+    message = first["msg"].removeprefix("Value error, ")
+    return path, f"{path}: {message}"

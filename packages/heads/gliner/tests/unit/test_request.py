@@ -2,7 +2,7 @@ import math
 
 import pytest
 from pydantic import ValidationError
-from vllm_factory.core.io_processor import describe_validation_error
+from vllm_factory.core.request import describe_validation_error
 from vllm_factory.heads.gliner.request import MAX_LABELS_PER_REQUEST, GLiNERRequest
 
 
