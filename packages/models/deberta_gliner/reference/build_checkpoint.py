@@ -56,6 +56,13 @@ def train_tokenizer(texts: list[str], vocab_size: int, max_length: int) -> Deber
     pieces = json.loads(trainer_tok.to_str())["model"]["vocab"]
     vocab = [(piece, float(score)) for piece, score in pieces]
     assert [p for p, _ in vocab[: len(SPECIALS)]] == SPECIALS, vocab[:8]
+    # The trainer's scores differ between runs in the last bits (its sums run in hash-map
+    # order), which reorders near-equal pieces and so every id: round the scores and order
+    # the pieces by score, then text, so that a rebuild gives the same checkpoint (seen: one
+    # ulp everywhere, and the two rarest letters trading scores 2e-4 apart).
+    rest = sorted(((p, round(score, 3)) for p, score in vocab[len(SPECIALS) :]),
+                  key=lambda item: (-item[1], item[0]))  # fmt: skip
+    vocab = vocab[: len(SPECIALS)] + rest
     tok = DebertaV2Tokenizer(vocab=vocab, model_max_length=max_length)
     # Stated explicitly (as converted DeBERTa-v3 tokenizer.json files do): transformers
     # versions differ in whether they derive it from the special tokens.

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import torch
 from gliner_checkpoint import main
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from tiny_checkpoint import bert_bpe_tokenizer
 from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
-
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 # head_dim = hidden / heads must be 32 or 64 (vLLM CPU attention). The GLiNER hidden size
 # differs from the backbone's so the checkpoint has gliner's projection layer; a BiLSTM is on.
@@ -38,24 +36,8 @@ SIZES: dict[str, dict] = {
 
 
 def train_tokenizer(texts: list[str], vocab_size: int, max_length: int) -> PreTrainedTokenizerFast:
-    """Cased, accent-keeping BPE on BERT pre-tokenisation with [CLS] x [SEP] (reproducible)."""
-    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False
-    )
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
-    tok.train_from_iterator(texts, trainer=trainer)
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-        pad_token="[PAD]", mask_token="[MASK]", model_max_length=max_length,
-    )  # fmt: skip
+    """Cased BPE on BERT pre-tokenisation with [CLS] x [SEP] (reproducible)."""
+    return bert_bpe_tokenizer(texts, vocab_size, max_length, lowercase=False)
 
 
 def build_backbone(tok: PreTrainedTokenizerFast, s: dict, seed: int) -> ModernBertModel:

@@ -15,18 +15,10 @@ from pathlib import Path
 
 import torch
 from colbert_checkpoint import main
-from tokenizers import (
-    Tokenizer,
-    models,
-    normalizers,
-    pre_tokenizers,
-    processors,
-    trainers,
-)
+from tiny_checkpoint import bert_bpe_tokenizer
 from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
 
 HERE = Path(__file__).resolve().parent
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 # Backbone / ColBERT shapes. head_dim = hidden / heads must be 32 or 64 (vLLM CPU attention).
 SIZES: dict[str, dict[str, int]] = {
@@ -70,37 +62,9 @@ SIZES: dict[str, dict[str, int]] = {
 }
 
 
-# Extra tokenizer training text: docstrings of a fixed list of stdlib modules (offline and
-# deterministic for a given Python version).
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Train a lowercasing, accent-keeping BPE tokenizer with BERT-style [CLS] x [SEP].
-
-    BPE on BERT pre-tokenisation (each punctuation mark is its own token, so the document
-    skiplist really fires). Not WordPiece: tokenizers' WordPiece trainer (and BPE with a "##"
-    continuing prefix) gave a different vocabulary on each run; plain BPE is reproducible.
-    """
-    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=True
-    )
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
-    tok.train_from_iterator(texts, trainer=trainer)
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        pad_token="[PAD]",
-        mask_token="[MASK]",
-        model_max_length=8192,
-    )
+    """Lowercasing BPE on BERT pre-tokenisation with [CLS] x [SEP] (reproducible)."""
+    return bert_bpe_tokenizer(texts, vocab_size, 8192, lowercase=True)
 
 
 def build_backbone(tok: PreTrainedTokenizerFast, size: str, seed: int) -> ModernBertModel:

@@ -42,6 +42,35 @@ def training_texts(
     return [t.translate(HELD_OUT) for t in texts] if held_out else texts
 
 
+def bert_bpe_tokenizer(texts: list[str], vocab_size: int, max_length: int, lowercase: bool):
+    """A BPE tokenizer on BERT pre-tokenisation with ``[CLS] x [SEP]`` (accents kept; each
+    punctuation mark its own token, so a ColBERT skiplist really fires), as a transformers
+    ``PreTrainedTokenizerFast``. Not WordPiece: tokenizers' WordPiece trainer (and BPE with a
+    "##" continuing prefix) gave a different vocabulary on each run; plain BPE is reproducible.
+    """
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=lowercase
+    )
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(texts, trainer=trainers.BpeTrainer(vocab_size=vocab_size,
+                                                                 special_tokens=specials))  # fmt: skip
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+        pad_token="[PAD]", mask_token="[MASK]", model_max_length=max_length,
+    )  # fmt: skip
+
+
 def builder_arguments(doc: str, sizes: dict, corpus: Path) -> argparse.Namespace:
     """A checkpoint builder's command line (``--out``, ``--seed``, ``--size``, ``--corpus``,
     ``--vocab-size``), parsed; logging set up and the generators seeded."""
