@@ -290,11 +290,11 @@ def _site_packages(venv: Path) -> Path:
 
 # A production install holds no testing or benchmark code and no test runner.
 _NO_TESTING_CODE = """
-import importlib.util, pkgutil
+import importlib.util, pathlib
 import vllm_factory
-found = [m.name for m in pkgutil.walk_packages(vllm_factory.__path__, "vllm_factory.")
-         if {{"testing", "benchmarks", "tests"}} & set(m.name.split("."))]
-found += [name for name in ("pytest", "vllm_factory.testing") if importlib.util.find_spec(name)]
+found = [str(p) for root in vllm_factory.__path__ for p in pathlib.Path(root).rglob("*")
+         if p.name in {{"testing", "tests", "benchmarks", "conftest.py"}}]
+found += [name for name in ("pytest",) if importlib.util.find_spec(name)]
 assert not found, f"{name} installs testing code: {{found}}"
 print("{name}: no testing code installed")
 """
