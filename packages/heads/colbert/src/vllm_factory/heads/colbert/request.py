@@ -37,23 +37,9 @@ class ColBERTRequest(BaseModel):
     documents: list[str] | None = None
     top_k: int | None = None
 
-    @field_validator("text")
+    @field_validator("text", "query", "documents")
     @classmethod
-    def _check_text(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if value is not None:
-            _check_texts(value)
-        return value
-
-    @field_validator("query")
-    @classmethod
-    def _check_query(cls, value: str | None) -> str | None:
-        if value is not None:
-            _check_texts(value)
-        return value
-
-    @field_validator("documents")
-    @classmethod
-    def _check_documents(cls, value: list[str] | None) -> list[str] | None:
+    def _valid_texts(cls, value: str | list[str] | None) -> str | list[str] | None:
         if value is not None:
             _check_texts(value)
         return value
