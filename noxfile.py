@@ -84,6 +84,7 @@ from concurrent.futures import ThreadPoolExecutor
 logging.basicConfig(level=logging.INFO, format="prefetch: %(message)s")
 envs = [getattr(importlib.import_module(module), function)()
         for module, functions in {envs!r} for function in functions]
+envs = list({{env.name: env for env in envs}}.values())  # packages of a family share venvs
 with ThreadPoolExecutor(len(envs)) as pool:  # different venvs: pip runs side by side
     for done in [pool.submit(env.ensure) for env in envs]:
         done.result()

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from packaging.requirements import Requirement
 from vllm_factory.testing.loadgen import Point, closed_loop, open_loop, summarize
 from vllm_factory.testing.refenv import SCRIPTS
 from vllm_factory.testing.scripts.tiny_checkpoint import extra_text
@@ -144,7 +145,8 @@ class PluginSpec:
             requires = metadata.requires(distribution) or []
         except metadata.PackageNotFoundError:
             return [distribution]
-        ours = {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in requires}
+        # Runtime requirements only: the extras (cpu, cuda, test) are not what serves.
+        ours = {Requirement(r).name for r in requires if not Requirement(r).marker}
         return [distribution, *sorted(d for d in ours if d.startswith("vllm-factory-"))]
 
 

@@ -61,35 +61,40 @@ def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
 class PackedSequences:
     """Sequence boundaries of vLLM's packed batch, computed once per forward."""
 
-    cu_seqlens: torch.Tensor  # [B + 1] int32
-    max_seqlen: int
+    layout: PackedLayout
     rel_index: torch.Tensor | None  # relative-position bucket table, shared by all layers
 
     @classmethod
     def from_positions(cls, positions: torch.Tensor, span: int, buckets: int, max_rel: int):
         layout = PackedLayout(positions)
-        cu, max_seqlen = layout.cu_seqlens, layout.max_seqlen
         rel_index = None
-        if span and max_seqlen:
+        if span and layout.max_seqlen:
             rel_index = relative_position_index(
-                max_seqlen, span, buckets, max_rel, positions.device
+                layout.max_seqlen, span, buckets, max_rel, positions.device
             )
-        return cls(cu, max_seqlen, rel_index)
+        return cls(layout, rel_index)
+
+    @property
+    def cu_seqlens(self) -> torch.Tensor:
+        return self.layout.cu_seqlens
+
+    @property
+    def max_seqlen(self) -> int:
+        return self.layout.max_seqlen
+
+    def _flat(self) -> torch.Tensor:
+        """Slot of each packed token in the flattened ``[B * L]`` padded batch."""
+        return self.layout.seq_of_token * self.max_seqlen + self.layout.positions.long()
 
     def pad(self, packed: torch.Tensor) -> torch.Tensor:
         """``[T, C]`` -> ``[B, L, C]`` with zeros past each sequence's end."""
-        lengths = (self.cu_seqlens[1:] - self.cu_seqlens[:-1]).long()
-        batch, length = lengths.numel(), self.max_seqlen
-        seq = torch.repeat_interleave(torch.arange(batch, device=packed.device), lengths)
-        starts = self.cu_seqlens[:-1].long()[seq]
-        flat = seq * length + torch.arange(packed.shape[0], device=packed.device) - starts
+        batch, length = self.layout.num_seqs, self.max_seqlen
         out = packed.new_zeros(batch * length, packed.shape[-1])
-        out[flat] = packed
-        self._flat = flat
+        out[self._flat()] = packed
         return out.view(batch, length, -1)
 
     def unpad(self, padded: torch.Tensor) -> torch.Tensor:
-        return padded.reshape(-1, padded.shape[-1])[self._flat]
+        return padded.reshape(-1, padded.shape[-1])[self._flat()]
 
 
 class LayerNorm(nn.Module):
