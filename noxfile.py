@@ -230,6 +230,14 @@ def build(session: nox.Session) -> None:
         )  # fmt: skip
     session.log("built: " + ", ".join(sorted(p.name for p in DIST.glob("*.whl"))))
     tmp = Path(session.create_tmp())
+    try:
+        _install_built_wheels(session, tmp, serve)
+    finally:  # the venvs hold torch and vLLM (gigabytes); CI runs more sessions after this one
+        for venv in tmp.glob("*/pyvenv.cfg"):
+            shutil.rmtree(venv.parent)
+
+
+def _install_built_wheels(session: nox.Session, tmp: Path, serve: bool) -> None:
     torch_base = _fresh_venv(session, tmp / "base-torch")
     session.run(torch_base / "bin" / "pip", "install", "-q", CPU_TORCH, external=True)
     vllm_base = None
