@@ -33,8 +33,10 @@ from vllm_factory.kernels import (
     fused_add_layernorm,
     fused_geglu,
     fused_layernorm,
+    fused_rmsnorm,
     fused_rope,
 )
+from vllm_factory.kernels.layernorm import RMSOptions
 
 
 def test_kernels_are_interpreted() -> None:
@@ -172,6 +174,25 @@ def test_layernorm(triton_calls, tokens: int, hidden: int, with_bias: bool) -> N
     assert triton_calls == ["layernorm_triton"]
     close(out, ref_layernorm(x, w, b, 1e-5))
     close(out, fused_layernorm(x, w, b, 1e-5, backend="torch"))
+
+
+RMS_OPTIONS = [RMSOptions(), RMSOptions(offset=1.0), RMSOptions(round_before_weight=True)]
+
+
+@pytest.mark.parametrize(("tokens", "hidden"), [(1, 96), (130, 64), (7, 768)])
+@pytest.mark.parametrize("rms", RMS_OPTIONS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_rmsnorm(triton_calls, tokens: int, hidden: int, rms: RMSOptions, dtype) -> None:
+    g = torch.Generator().manual_seed(tokens + hidden)
+    x = (torch.randn(tokens, hidden, generator=g) * 2 + 0.5).to(dtype)
+    w = torch.randn(hidden, generator=g).to(dtype)
+    out = fused_rmsnorm(x, w, 1e-6, rms, backend="triton")
+    assert triton_calls == ["layernorm_triton"] and out.dtype == dtype
+    expected = fused_rmsnorm(x, w, 1e-6, rms, backend="torch")
+    if dtype == torch.float32:
+        close(out, expected)
+    else:  # fp16: one rounding apart at most (1 / sqrt vs rsqrt)
+        torch.testing.assert_close(out.float(), expected.float(), rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize(("tokens", "hidden", "with_bias"), NORM_CASES)

@@ -12,8 +12,10 @@ from vllm_factory.kernels import (
     fused_add_layernorm,
     fused_geglu,
     fused_layernorm,
+    fused_rmsnorm,
     fused_rope,
 )
+from vllm_factory.kernels.layernorm import RMSOptions
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or importlib.util.find_spec("triton") is None,
@@ -94,6 +96,17 @@ def test_layernorms(triton_calls, dtype, tokens: int, hidden: int, with_bias: bo
     normed_ref, summed_ref = fused_add_layernorm(x, r, w, b, 1e-5, backend="torch")
     assert torch.equal(summed, summed_ref)  # one rounding of an exact fp32 sum: bit-identical
     _close(normed, normed_ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("tokens", "hidden"), [(1, 768), (2048, 64), (7, 1024)])
+@pytest.mark.parametrize("rms", [RMSOptions(offset=1.0), RMSOptions(round_before_weight=True)])
+def test_rmsnorm(triton_calls, dtype, tokens: int, hidden: int, rms: RMSOptions) -> None:
+    x = torch.randn(tokens, hidden, device="cuda").to(dtype)
+    w = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
+    out = fused_rmsnorm(x, w, 1e-6, rms)
+    assert triton_calls == ["layernorm_triton"]
+    _close(out, fused_rmsnorm(x, w, 1e-6, rms, backend="torch"))
 
 
 def test_disable_env_forces_fallback(triton_calls, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,7 @@
 import pytest
 import torch
 from torch import nn
-from vllm_factory.core.weights import load_by_name
+from vllm_factory.core.weights import load_by_name, stack_tensors
 
 
 class Small(nn.Module):
@@ -39,3 +39,30 @@ def test_shape_mismatch_and_strict_missing_are_refused() -> None:
         load_by_name(Small(), [("proj.weight", torch.ones(2, 2))])
     with pytest.raises(ValueError, match="lacks"):
         load_by_name(Small(), [("proj.weight", torch.ones(3, 2))], strict=True)
+
+
+def test_stack_tensors_concatenates_each_group_in_parts_order() -> None:
+    q, k, v, o = (torch.full((n, 2), float(n)) for n in (4, 2, 3, 5))
+    weights = [
+        ("model.layers.0.attn.v_proj.weight", v),
+        ("model.layers.0.attn.o_proj.weight", o),
+        ("model.layers.0.attn.q_proj.weight", q),
+        ("model.layers.1.attn.q_proj.weight", q + 1),
+        ("model.layers.0.attn.k_proj.weight", k),
+        ("model.layers.1.attn.k_proj.weight", k + 1),
+        ("model.layers.1.attn.v_proj.weight", v + 1),
+    ]
+    out = dict(stack_tensors(weights, "qkv_proj", ("q_proj", "k_proj", "v_proj")))
+    assert list(out) == [
+        "model.layers.0.attn.o_proj.weight",
+        "model.layers.0.attn.qkv_proj.weight",
+        "model.layers.1.attn.qkv_proj.weight",
+    ]
+    assert torch.equal(out["model.layers.0.attn.qkv_proj.weight"], torch.cat((q, k, v)))
+    assert torch.equal(out["model.layers.1.attn.qkv_proj.weight"], torch.cat((q, k, v)) + 1)
+
+
+def test_stack_tensors_refuses_an_incomplete_group() -> None:
+    weights = [("layers.0.q_proj.weight", torch.zeros(2, 2))]
+    with pytest.raises(ValueError, match=r"layers\.0\.k_proj\.weight"):
+        list(stack_tensors(weights, "qkv_proj", ("q_proj", "k_proj", "v_proj")))

@@ -8,7 +8,7 @@ no parameter for (an MLM or LM head, say) is passed over; a parameter with a ``w
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -47,3 +47,30 @@ def load_by_name(
     if strict and missing:
         raise ValueError(f"checkpoint lacks {sorted(missing)[:5]} ({len(missing)} missing)")
     return loaded
+
+
+def stack_tensors(
+    weights: Iterable[tuple[str, torch.Tensor]], stacked: str, parts: Sequence[str]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """``weights`` with the tensors ``<prefix>.<part>.<suffix>`` of all ``parts`` (a layer's
+    ``q_proj`` / ``k_proj`` / ``v_proj`` weights, say) concatenated along dim 0, in ``parts``
+    order, into ``<prefix>.<stacked>.<suffix>``: a module then runs one matmul where the
+    checkpoint has several. Other tensors pass through; a group left incomplete is an error."""
+    pending: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
+    for name, tensor in weights:
+        pieces = name.split(".")
+        index = next((i for i, piece in enumerate(pieces) if piece in parts), None)
+        if index is None:
+            yield name, tensor
+            continue
+        key = (".".join(pieces[:index]), ".".join(pieces[index + 1 :]))
+        group = pending.setdefault(key, {})
+        group[pieces[index]] = tensor
+        if len(group) == len(parts):
+            del pending[key]
+            prefix, suffix = key
+            fused = ".".join(piece for piece in (prefix, stacked, suffix) if piece)
+            yield fused, torch.cat([group[part] for part in parts], dim=0)
+    for (prefix, suffix), group in pending.items():
+        missing = [f"{prefix}.{part}.{suffix}" for part in parts if part not in group]
+        raise ValueError(f"checkpoint lacks {missing} (stacked into {stacked})")

@@ -8,17 +8,20 @@ Each public function takes a keyword-only ``backend`` (``"auto"``, ``"triton"`` 
 from ._dispatch import select_backend, triton_available, triton_disabled
 from .deberta_attention import flash_deberta_attention, relative_position_index
 from .geglu import fused_geglu
-from .layernorm import fused_add_layernorm, fused_layernorm
+from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm, fused_rmsnorm
 from .rope import build_rope_cache, fused_rope
 from .version import __version__
 
 __all__ = [
+    "RMSNorm",
+    "RMSOptions",
     "__version__",
     "build_rope_cache",
     "flash_deberta_attention",
     "fused_add_layernorm",
     "fused_geglu",
     "fused_layernorm",
+    "fused_rmsnorm",
     "fused_rope",
     "relative_position_index",
     "select_backend",

@@ -8,13 +8,29 @@ precomputed ``[H, T, 2 * span]`` projections, then updates an online softmax in 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import triton
 import triton.language as tl
 
 from ._dispatch import next_power_of_2
 
+if TYPE_CHECKING:
+    from .deberta_attention import AttentionInputs
+
 LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _load_tile(base, rows, stride_t, offs_d, row_valid, d_valid):
+    """``[rows, BLOCK_D]`` of one head of a packed ``[T, H, D]`` tensor (``base`` points at
+    the head); masked rows and columns read 0."""
+    return tl.load(
+        base + rows[:, None] * stride_t + offs_d[None, :],
+        mask=row_valid[:, None] & d_valid[None, :],
+        other=0.0,
+    )
 
 
 @triton.jit
@@ -63,11 +79,7 @@ def _deberta_attention_kernel(
     m_valid = offs_m < length
     d_valid = offs_d < head_dim
     rows = start + offs_m
-    q = tl.load(
-        q_ptr + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
-        mask=m_valid[:, None] & d_valid[None, :],
-        other=0.0,
-    )
+    q = _load_tile(q_ptr + head * stride_qh, rows, stride_qt, offs_d, m_valid, d_valid)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -76,11 +88,7 @@ def _deberta_attention_kernel(
         cols = n0 + offs_n
         n_valid = cols < length
         keys = start + cols
-        k = tl.load(
-            k_ptr + keys[:, None] * stride_kt + head * stride_kh + offs_d[None, :],
-            mask=n_valid[:, None] & d_valid[None, :],
-            other=0.0,
-        )
+        k = _load_tile(k_ptr + head * stride_kh, keys, stride_kt, offs_d, n_valid, d_valid)
         if IEEE:
             s = tl.dot(q, tl.trans(k), input_precision="ieee")
         else:
@@ -107,11 +115,7 @@ def _deberta_attention_kernel(
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(
-            v_ptr + keys[:, None] * stride_vt + head * stride_vh + offs_d[None, :],
-            mask=n_valid[:, None] & d_valid[None, :],
-            other=0.0,
-        )
+        v = _load_tile(v_ptr + head * stride_vh, keys, stride_vt, offs_d, n_valid, d_valid)
         if IEEE:
             pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
         else:
@@ -135,18 +139,9 @@ def _block_sizes(head_dim: int, max_seqlen: int) -> tuple[int, int, int, int]:
     return block_m, block_n, block_d, 4
 
 
-def deberta_attention_triton(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    max_seqlen: int,
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    rel_index: torch.Tensor | None,
-    sm_scale: float,
-) -> torch.Tensor:
+def deberta_attention_triton(x: AttentionInputs) -> torch.Tensor:
     """Arguments already validated by ``flash_deberta_attention``; returns ``[T, H, D]``."""
+    q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x
     heads, head_dim = q.shape[1:]
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     out = torch.empty_like(q)

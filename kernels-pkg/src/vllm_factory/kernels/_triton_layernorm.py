@@ -1,12 +1,17 @@
-"""Triton LayerNorm (+ optional fused residual add). Imported lazily."""
+"""Triton LayerNorm and RMSNorm (+ optional fused residual add). Imported lazily."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import torch
 import triton
 import triton.language as tl
 
 from ._dispatch import next_power_of_2
+
+if TYPE_CHECKING:
+    from .layernorm import RMSOptions
 
 
 @triton.jit
@@ -23,8 +28,11 @@ def _layernorm_kernel(
     stride_sum,
     width,
     eps,
+    w_offset,
     HAS_RESIDUAL: tl.constexpr,
     HAS_BIAS: tl.constexpr,
+    RMS: tl.constexpr,  # no mean subtraction (RMSNorm)
+    ROUND_BEFORE_WEIGHT: tl.constexpr,  # normalised x rounded to the output dtype, then * w
     BLOCK: tl.constexpr,
 ):
     # One program per row; the whole row stays in registers, so x is read from memory once.
@@ -38,12 +46,18 @@ def _layernorm_kernel(
         summed = (x + r).to(sum_ptr.dtype.element_ty)
         tl.store(sum_ptr + row * stride_sum + cols, summed, mask=mask)
         x = summed.to(tl.float32)
-    mean = tl.sum(x, axis=0) / width
-    centered = tl.where(mask, x - mean, 0.0)
+    if RMS:
+        centered = x  # masked columns were loaded as 0
+    else:
+        mean = tl.sum(x, axis=0) / width
+        centered = tl.where(mask, x - mean, 0.0)
     var = tl.sum(centered * centered, axis=0) / width  # two-pass: no E[x^2]-E[x]^2 cancellation
     rstd = 1.0 / tl.sqrt(var + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    y = centered * rstd * w
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) + w_offset
+    if ROUND_BEFORE_WEIGHT:
+        y = (centered * rstd).to(y_ptr.dtype.element_ty).to(tl.float32) * w
+    else:
+        y = centered * rstd * w
     if HAS_BIAS:
         y += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -60,8 +74,10 @@ def layernorm_triton(
     weight: torch.Tensor,
     bias: torch.Tensor | None,
     eps: float,
+    rms: RMSOptions | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Return ``(normed, x + residual or None)``; arguments already validated."""
+    """Return ``(normed, x + residual or None)``; arguments already validated. With ``rms``,
+    RMSNorm with those options instead of LayerNorm."""
     shape = x.shape
     width = shape[-1]
     x2d = _rows(x)
@@ -85,8 +101,11 @@ def layernorm_triton(
             summed.stride(0) if summed is not None else 0,
             width,
             eps,
+            0.0 if rms is None else rms.offset,
             HAS_RESIDUAL=residual is not None,
             HAS_BIAS=bias is not None,
+            RMS=rms is not None,
+            ROUND_BEFORE_WEIGHT=rms is not None and rms.round_before_weight,
             BLOCK=block,
             num_warps=min(16, max(1, block // 256)),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch import Tensor
 
 from ._dispatch import next_power_of_2
 
@@ -88,12 +89,8 @@ def _last_dim_contiguous(x: torch.Tensor) -> torch.Tensor:
 
 
 def rope_triton(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    positions: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    q: Tensor, k: Tensor, positions: Tensor, cos: Tensor, sin: Tensor
+) -> tuple[Tensor, Tensor]:
     """Triton implementation of ``fused_rope`` (arguments already validated)."""
     q = _last_dim_contiguous(q)
     k = _last_dim_contiguous(k)

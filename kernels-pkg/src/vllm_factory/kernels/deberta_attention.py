@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -88,6 +89,22 @@ def _check_args(
     return span
 
 
+class AttentionInputs(NamedTuple):
+    """One validated call, as both paths take it: packed ``[T, H, D]`` q / k / v, the
+    ``[B + 1]`` boundaries, the ``[H, T, 2 * span]`` relative projections (or None) with
+    their bucket table, and the softmax scale."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    cu_seqlens: torch.Tensor
+    max_seqlen: int
+    c2p: torch.Tensor | None
+    p2c: torch.Tensor | None
+    rel_index: torch.Tensor | None
+    sm_scale: float
+
+
 def _relative_scores(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """``[T, H, D] x [2S, H, D] -> [H, T, 2S]``: every token against every relative row."""
     return torch.bmm(x.transpose(0, 1), pos.permute(1, 2, 0))
@@ -114,51 +131,34 @@ def _length_groups(lengths: list[int], budget: int) -> list[list[int]]:
     return groups
 
 
-def _deberta_attention_torch(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    max_seqlen: int,
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    rel_index: torch.Tensor | None,
-    sm_scale: float,
-) -> torch.Tensor:
+def _deberta_attention_torch(x: AttentionInputs) -> torch.Tensor:
     """The fallback: on CPU each group of similar-length sequences through the padded path;
     on a GPU (no Triton) one padded batch, which keeps the device busy and needs no sync."""
-    if q.device.type != "cpu":
-        return _padded_attention(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
-    cu = cu_seqlens.tolist()
+    if x.q.device.type != "cpu":
+        return _padded_attention(x)
+    cu = x.cu_seqlens.tolist()
     lengths = [end - start for start, end in itertools.pairwise(cu)]
     groups = _length_groups(lengths, PADDED_TOKENS_PER_GROUP)
     if len(groups) == 1:
-        return _padded_attention(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
-    out = torch.empty_like(q)
+        return _padded_attention(x)
+    out = torch.empty_like(x.q)
     for members in groups:
-        rows = torch.cat([torch.arange(cu[i], cu[i + 1]) for i in members]).to(q.device)
+        rows = torch.cat([torch.arange(cu[i], cu[i + 1]) for i in members]).to(x.q.device)
         sizes = [lengths[i] for i in members]
-        group_cu = torch.tensor([0, *itertools.accumulate(sizes)], device=q.device)
-        out[rows] = _padded_attention(
-            q[rows], k[rows], v[rows], group_cu, max(sizes),
-            None if c2p is None else c2p[:, rows], None if p2c is None else p2c[:, rows],
-            rel_index, sm_scale,
+        group = x._replace(
+            q=x.q[rows], k=x.k[rows], v=x.v[rows],
+            cu_seqlens=torch.tensor([0, *itertools.accumulate(sizes)], device=x.q.device),
+            max_seqlen=max(sizes),
+            c2p=None if x.c2p is None else x.c2p[:, rows],
+            p2c=None if x.p2c is None else x.p2c[:, rows],
         )  # fmt: skip
+        out[rows] = _padded_attention(group)
     return out
 
 
-def _padded_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    max_seqlen: int,
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    rel_index: torch.Tensor | None,
-    sm_scale: float,
-) -> torch.Tensor:
+def _padded_attention(x: AttentionInputs) -> torch.Tensor:
     """Padded ``[B, H, L, L]`` reference path, fp32 softmax."""
+    q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x
     tokens, heads, head_dim = q.shape
     device = q.device
     cu = cu_seqlens.to(device=device, dtype=torch.long)
@@ -238,10 +238,9 @@ def flash_deberta_attention(
     tensors = [t for t in (q, k, v, cu_seqlens, pos_key, pos_query) if t is not None]
     if q.shape[0] == 0:
         return torch.empty_like(q)
+    inputs = AttentionInputs(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
     if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
         from ._triton_deberta_attention import deberta_attention_triton
 
-        return deberta_attention_triton(
-            q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale
-        )
-    return _deberta_attention_torch(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
+        return deberta_attention_triton(inputs)
+    return _deberta_attention_torch(inputs)

@@ -7,6 +7,7 @@ both go through :func:`fused_rope`, each with its own cache from :func:`build_ro
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from ._dispatch import select_backend
 
@@ -36,13 +37,7 @@ def build_rope_cache(
     return freqs.cos().to(dtype), freqs.sin().to(dtype)
 
 
-def _check_rope_args(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    positions: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-) -> None:
+def _check_rope_args(q: Tensor, k: Tensor, positions: Tensor, cos: Tensor, sin: Tensor) -> None:
     if q.dim() != 3 or k.dim() != 3:
         raise ValueError(f"q and k must be [T, H, D], got {tuple(q.shape)} and {tuple(k.shape)}")
     tokens, _, head_dim = q.shape
@@ -63,12 +58,8 @@ def _check_rope_args(
 
 
 def _rope_torch(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    positions: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    q: Tensor, k: Tensor, positions: Tensor, cos: Tensor, sin: Tensor
+) -> tuple[Tensor, Tensor]:
     c = cos.index_select(0, positions.long()).float().unsqueeze(1)  # [T, 1, D/2]
     s = sin.index_select(0, positions.long()).float().unsqueeze(1)
 

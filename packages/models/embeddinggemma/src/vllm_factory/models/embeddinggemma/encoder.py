@@ -25,24 +25,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from vllm_factory.backbones.modernbert.attention import attention_batch, packed_attention
-from vllm_factory.core.weights import load_by_name
-from vllm_factory.kernels import fused_rope
+from vllm_factory.core.weights import load_by_name, stack_tensors
+from vllm_factory.kernels import RMSNorm, RMSOptions, fused_rope
 
 GLOBAL, SLIDING = "full_attention", "sliding_attention"
-
-
-class GemmaRMSNorm(nn.Module):
-    """RMSNorm with Gemma's ``(1 + weight)`` scale, computed in fp32."""
-
-    def __init__(self, size: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(size))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (out * (1.0 + self.weight.float())).to(x.dtype)
+# Gemma stores weight - 1 and scales in fp32: x_normed * (1 + weight), rounded once.
+GEMMA_RMS = RMSOptions(offset=1.0)
+QKV = ("q_proj", "k_proj", "v_proj")
 
 
 def layer_types(config: Any) -> list[str]:
@@ -91,21 +80,21 @@ class Attention(nn.Module):
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         bias = bool(getattr(config, "attention_bias", False))
-        self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=bias)
+        self.sizes = [n * self.head_dim for n in (self.num_heads, *[self.num_kv_heads] * 2)]
+        self.qkv_proj = nn.Linear(hidden, sum(self.sizes), bias=bias)  # q_proj, k_proj, v_proj
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=bias)
-        self.q_norm = GemmaRMSNorm(self.head_dim, config.rms_norm_eps)
-        self.k_norm = GemmaRMSNorm(self.head_dim, config.rms_norm_eps)
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, GEMMA_RMS)
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, GEMMA_RMS)
         self.scale = float(config.query_pre_attn_scalar) ** -0.5
         self.layer_type = layer_type
         self.half_window = half_window if layer_type == SLIDING else None
 
     def forward(self, x, positions, batch, rope) -> torch.Tensor:
         tokens = x.shape[0]
-        q = self.q_norm(self.q_proj(x).view(tokens, self.num_heads, self.head_dim))
-        k = self.k_norm(self.k_proj(x).view(tokens, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
+        q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
+        q = self.q_norm(q.view(tokens, self.num_heads, self.head_dim))
+        k = self.k_norm(k.view(tokens, self.num_kv_heads, self.head_dim))
+        v = v.view(tokens, self.num_kv_heads, self.head_dim)
         q, k = fused_rope(q, k, positions, *rope)
         if self.num_kv_heads != self.num_heads:  # grouped-query attention
             repeat = self.num_heads // self.num_kv_heads
@@ -136,12 +125,12 @@ class Layer(nn.Module):
     def __init__(self, config: Any, layer_type: str, half_window: int | None) -> None:
         super().__init__()
         eps = config.rms_norm_eps
-        self.input_layernorm = GemmaRMSNorm(config.hidden_size, eps)
+        self.input_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
         self.self_attn = Attention(config, layer_type, half_window)
-        self.post_attention_layernorm = GemmaRMSNorm(config.hidden_size, eps)
-        self.pre_feedforward_layernorm = GemmaRMSNorm(config.hidden_size, eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
+        self.pre_feedforward_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
         self.mlp = MLP(config)
-        self.post_feedforward_layernorm = GemmaRMSNorm(config.hidden_size, eps)
+        self.post_feedforward_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
 
     def forward(self, x, positions, batch, rope) -> torch.Tensor:
         attn = self.self_attn(self.input_layernorm(x), positions, batch, rope)
@@ -164,7 +153,7 @@ class Gemma3BidirectionalEncoder(nn.Module):
         self.layers = nn.ModuleList(
             Layer(config, types[i], half_window) for i in range(config.num_hidden_layers)
         )
-        self.norm = GemmaRMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, GEMMA_RMS)
         self._rope_params = {t: rope_parameters(config, t) for t in set(types)}
         self._rope: dict[tuple[str, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -197,5 +186,6 @@ class Gemma3BidirectionalEncoder(nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         """Load ``Gemma3TextModel`` names (a ``model.`` prefix is accepted and dropped; an LM
-        head is passed over); every parameter must be in the checkpoint."""
-        return load_by_name(self, weights, strict=True)
+        head is passed over); every parameter must be in the checkpoint. Each layer's
+        ``q_proj`` / ``k_proj`` / ``v_proj`` load stacked into ``qkv_proj`` (one matmul)."""
+        return load_by_name(self, stack_tensors(weights, "qkv_proj", QKV), strict=True)

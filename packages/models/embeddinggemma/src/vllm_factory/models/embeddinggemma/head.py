@@ -48,12 +48,8 @@ class EmbeddingGemmaHead(FactoryPooler):
         return x
 
     def forward(
-        self,
-        hidden_states: Sequence[torch.Tensor],
-        requests: Sequence[PoolerRequest],
+        self, hidden_states: Sequence[torch.Tensor], requests: Sequence[PoolerRequest]
     ) -> list[torch.Tensor]:
-        if not hidden_states:
-            return []
         dtype = self.dtype or hidden_states[0].dtype
         pooled = torch.stack([hidden.to(dtype).mean(dim=0) for hidden in hidden_states])
         vectors = self.embed(pooled)

@@ -18,10 +18,13 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from vllm_factory.core.weights import load_by_name
+from vllm_factory.core.weights import load_by_name, stack_tensors
+from vllm_factory.kernels import RMSNorm, RMSOptions
 from vllm_factory.models.lfm2_colbert.packing import PackedSequences
 
 ATTENTION, CONV = "full_attention", "conv"
+# transformers' Lfm2RMSNorm: weight * x_normed.to(dtype).
+LFM2_RMS = RMSOptions(round_before_weight=True)
 
 
 def layer_types(config) -> list[str]:
@@ -53,17 +56,6 @@ def ffn_size(config) -> int:
     return size
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(size))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * normed.to(x.dtype)
-
-
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary embedding on ``[T, H, D]`` with ``[T, 1, D]`` cos / sin (half-split layout)."""
     half = x.shape[-1] // 2
@@ -79,20 +71,20 @@ class Attention(nn.Module):
         self.kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or hidden // self.heads
         self.scale = self.head_dim**-0.5
-        self.q_proj = nn.Linear(hidden, self.heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=False)
+        self.sizes = [n * self.head_dim for n in (self.heads, self.kv_heads, self.kv_heads)]
+        self.qkv_proj = nn.Linear(hidden, sum(self.sizes), bias=False)  # q_proj, k_proj, v_proj
         self.out_proj = nn.Linear(self.heads * self.head_dim, hidden, bias=False)
-        self.q_layernorm = RMSNorm(self.head_dim, config.norm_eps)
-        self.k_layernorm = RMSNorm(self.head_dim, config.norm_eps)
+        self.q_layernorm = RMSNorm(self.head_dim, config.norm_eps, LFM2_RMS)
+        self.k_layernorm = RMSNorm(self.head_dim, config.norm_eps, LFM2_RMS)
 
     def forward(
         self, x: torch.Tensor, batch: PackedSequences, rope: tuple[torch.Tensor, torch.Tensor]
     ) -> torch.Tensor:
         tokens = x.shape[0]
-        q = self.q_layernorm(self.q_proj(x).view(tokens, self.heads, self.head_dim))
-        k = self.k_layernorm(self.k_proj(x).view(tokens, self.kv_heads, self.head_dim))
-        v = self.v_proj(x).view(tokens, self.kv_heads, self.head_dim)
+        q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
+        q = self.q_layernorm(q.view(tokens, self.heads, self.head_dim))
+        k = self.k_layernorm(k.view(tokens, self.kv_heads, self.head_dim))
+        v = v.view(tokens, self.kv_heads, self.head_dim)
         q, k = rotate(q, *rope), rotate(k, *rope)
         if self.kv_heads != self.heads:  # GQA: query head i reads kv head i // groups
             groups = self.heads // self.kv_heads
@@ -163,8 +155,8 @@ class Layer(nn.Module):
         else:
             self.conv = ShortConv(config)
         self.feed_forward = FeedForward(config)
-        self.operator_norm = RMSNorm(config.hidden_size, config.norm_eps)
-        self.ffn_norm = RMSNorm(config.hidden_size, config.norm_eps)
+        self.operator_norm = RMSNorm(config.hidden_size, config.norm_eps, LFM2_RMS)
+        self.ffn_norm = RMSNorm(config.hidden_size, config.norm_eps, LFM2_RMS)
 
     def forward(self, x: torch.Tensor, batch: PackedSequences, rope) -> torch.Tensor:
         normed = self.operator_norm(x)
@@ -184,7 +176,7 @@ class Lfm2Encoder(nn.Module):
             raise ValueError(f"unsupported LFM2 layer types {sorted(unknown)}")
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(Layer(config, kind) for kind in kinds)
-        self.embedding_norm = RMSNorm(config.hidden_size, config.norm_eps)
+        self.embedding_norm = RMSNorm(config.hidden_size, config.norm_eps, LFM2_RMS)
         head_dim = getattr(config, "head_dim", None)
         head_dim = head_dim or config.hidden_size // config.num_attention_heads
         exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim
@@ -216,5 +208,7 @@ class Lfm2Encoder(nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         """Copy ``Lfm2Model`` tensors by name (an optional ``model.`` prefix is stripped; the
-        lm_head of an Lfm2ForCausalLM export is passed over)."""
-        return load_by_name(self, weights)
+        lm_head of an Lfm2ForCausalLM export is passed over). Each attention layer's
+        ``q_proj`` / ``k_proj`` / ``v_proj`` load stacked into ``qkv_proj`` (one matmul)."""
+        qkv = ("q_proj", "k_proj", "v_proj")
+        return load_by_name(self, stack_tensors(weights, "qkv_proj", qkv))
