@@ -13,6 +13,7 @@ import httpx
 import pytest
 from vllm_factory.testing.loadgen import (
     Point,
+    Workload,
     closed_loop,
     open_loop,
     percentile,
@@ -120,12 +121,19 @@ def body(i: int) -> dict:
     return {"i": i}
 
 
-def run_closed(transport: httpx.MockTransport, **options) -> Point:
-    return asyncio.run(closed_loop(URL, body, transport=transport, **options))
+def run_closed(
+    transport: httpx.MockTransport, concurrency: int, requests: int, warmup: int, **work
+) -> Point:
+    workload = Workload(URL, body, requests, warmup, transport=transport, **work)
+    return asyncio.run(closed_loop(workload, concurrency))
 
 
-def run_open(transport: httpx.MockTransport, **options) -> Point:
-    return asyncio.run(open_loop(URL, body, transport=transport, **options))
+def run_open(
+    transport: httpx.MockTransport, rate: float, requests: int, warmup: int, **options
+) -> Point:
+    work = {k: options.pop(k) for k in ("tokens_of", "timeout") if k in options}
+    workload = Workload(URL, body, requests, warmup, transport=transport, **work)
+    return asyncio.run(open_loop(workload, rate, **options))
 
 
 def test_summarize_rates_and_tokens() -> None:
@@ -200,11 +208,7 @@ def _echo_transport(fail: set[int] = frozenset()) -> httpx.MockTransport:
 
 def test_closed_loop_counts_tokens_of_successes_only() -> None:
     point = run_closed(
-        _echo_transport(fail={3}),
-        concurrency=2,
-        requests=6,
-        warmup=2,
-        tokens_of=lambda i: 10 * i,
+        _echo_transport(fail={3}), concurrency=2, requests=6, warmup=2, tokens_of=lambda i: 10 * i
     )
     assert point.count == 5 and point.errors == 1
     assert point.tokens == 10 * (2 + 4 + 5 + 6 + 7)
@@ -236,12 +240,7 @@ def test_open_loop_sends_every_request_and_reports_rate() -> None:
 
 
 def test_open_loop_records_errors() -> None:
-    point = run_open(
-        _echo_transport(fail={0, 4}),
-        rate=500.0,
-        requests=5,
-        warmup=0,
-    )
+    point = run_open(_echo_transport(fail={0, 4}), rate=500.0, requests=5, warmup=0)
     assert point.count == 3 and point.errors == 2
 
 
@@ -269,12 +268,7 @@ def _mock(delay: float, fail_every: int = 0) -> tuple[httpx.MockTransport, dict]
 
 def test_closed_loop_counts_and_warmup() -> None:
     transport, state = _mock(delay=0.01)
-    point = run_closed(
-        transport,
-        concurrency=4,
-        requests=20,
-        warmup=6,
-    )
+    point = run_closed(transport, concurrency=4, requests=20, warmup=6)
     assert point.count == 20
     assert point.errors == 0
     assert point.concurrency == 4
@@ -288,12 +282,7 @@ def test_closed_loop_counts_and_warmup() -> None:
 
 def test_closed_loop_records_errors() -> None:
     transport, _ = _mock(delay=0.0, fail_every=5)
-    point = run_closed(
-        transport,
-        concurrency=2,
-        requests=10,
-        warmup=0,
-    )
+    point = run_closed(transport, concurrency=2, requests=10, warmup=0)
     # Indices 0 and 5 fail.
     assert point.errors == 2
     assert point.count == 8
@@ -301,18 +290,15 @@ def test_closed_loop_records_errors() -> None:
 
 def test_closed_loop_concurrency_above_requests() -> None:
     transport, state = _mock(delay=0.0)
-    point = run_closed(
-        transport,
-        concurrency=16,
-        requests=3,
-        warmup=0,
-    )
+    point = run_closed(transport, concurrency=16, requests=3, warmup=0)
     assert point.count == 3
     assert len(state["bodies"]) == 3
 
 
 def test_closed_loop_rejects_bad_arguments() -> None:
-    with pytest.raises(ValueError):
-        asyncio.run(closed_loop("http://x", lambda i: {}, concurrency=0, requests=1, warmup=0))
-    with pytest.raises(ValueError):
-        asyncio.run(closed_loop("http://x", lambda i: {}, concurrency=1, requests=0, warmup=0))
+    with pytest.raises(ValueError, match="concurrency"):
+        asyncio.run(closed_loop(Workload("http://x", lambda i: {}, requests=1), concurrency=0))
+    with pytest.raises(ValueError, match="requests"):
+        Workload("http://x", lambda i: {}, requests=0)
+    with pytest.raises(ValueError, match="warmup"):
+        Workload("http://x", lambda i: {}, requests=1, warmup=-1)

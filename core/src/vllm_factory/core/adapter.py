@@ -37,6 +37,8 @@ class VllmPoolerAdapter(compat.Pooler):
         pooling_metadata: compat.PoolingMetadata,
     ) -> list[torch.Tensor]:
         sizes = compat.scheduled_token_counts(pooling_metadata)
+        if not sizes:
+            return []
         per_sequence = list(torch.split(hidden_states, sizes))
         if self.head.needs_token_ids:
             token_ids: list[torch.Tensor | None] = list(

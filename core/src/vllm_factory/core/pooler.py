@@ -36,11 +36,10 @@ class FactoryPooler(nn.Module, ABC):
 
     @abstractmethod
     def forward(
-        self,
-        hidden_states: Sequence[torch.Tensor],
-        requests: Sequence[PoolerRequest],
+        self, hidden_states: Sequence[torch.Tensor], requests: Sequence[PoolerRequest]
     ) -> list[torch.Tensor]:
         """Map ``hidden_states[i]`` of shape ``[num_tokens_i, hidden]`` to one tensor each.
+        Never called for an empty step (the adapter answers it).
 
         The returned tensors must own their storage (no views into ``hidden_states``):
         the engine may reuse the hidden-state buffer for the next step.

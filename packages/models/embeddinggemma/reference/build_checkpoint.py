@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tiny_checkpoint import HELD_OUT, extra_text
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tiny_checkpoint import HELD_OUT, bpe_tokenizer, extra_text
+from tokenizers import decoders, pre_tokenizers
 from transformers import Gemma3TextConfig, Gemma3TextModel, PreTrainedTokenizerFast
 
 LOG = logging.getLogger("build_checkpoint")
@@ -80,25 +80,15 @@ DOC_MODULES = ["argparse", "collections", "json", "logging", "os", "pathlib", "r
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Case-keeping BPE on SentencePiece-style word boundaries, ``<bos> text <eos>``."""
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
-    tok.train_from_iterator(texts, trainer=trainer)
-    bos, eos = tok.token_to_id("<bos>"), tok.token_to_id("<eos>")
-    tok.post_processor = processors.TemplateProcessing(
-        single="<bos> $A <eos>",
-        pair="<bos> $A <eos> $B:1 <eos>:1",
-        special_tokens=[("<bos>", bos), ("<eos>", eos)],
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<bos>",
-        eos_token="<eos>",
-        unk_token="<unk>",
-        pad_token="<pad>",
-        model_max_length=2048,
-    )
+
+    def shape(tok) -> None:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Metaspace()
+
+    return bpe_tokenizer(
+        texts, vocab_size, SPECIALS, ("<bos>", "<eos>"), shape, bos_token="<bos>",
+        eos_token="<eos>", unk_token="<unk>", pad_token="<pad>", model_max_length=2048,
+    )  # fmt: skip
 
 
 def build_backbone(tok: PreTrainedTokenizerFast, seed: int, shape: dict) -> Gemma3TextModel:

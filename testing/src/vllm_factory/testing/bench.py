@@ -46,7 +46,7 @@ from typing import Any
 
 import httpx
 from packaging.requirements import Requirement
-from vllm_factory.testing.loadgen import Point, closed_loop, open_loop, summarize
+from vllm_factory.testing.loadgen import Point, Workload, closed_loop, open_loop, summarize
 from vllm_factory.testing.refenv import SCRIPTS
 from vllm_factory.testing.scripts.tiny_checkpoint import extra_text
 from vllm_factory.testing.server import DEFAULT_ENV, VllmServer
@@ -572,16 +572,8 @@ def run_server(
         for concurrency in config.concurrencies:
             progress.set_postfix_str(f"{spec.name} c={concurrency}")
             warmup = config.warmup_for(concurrency)
-            point = asyncio.run(
-                closed_loop(
-                    url,
-                    make_body,
-                    concurrency,
-                    config.requests_for(concurrency),
-                    warmup,
-                    tokens_of=tokens_of,
-                )
-            )
+            work = Workload(url, make_body, config.requests_for(concurrency), warmup, tokens_of)
+            point = asyncio.run(closed_loop(work, concurrency))
             entry = {**finish(point, warmup), "warmup": warmup}
             result["points"].append(entry)
             progress.update(1)
@@ -593,17 +585,8 @@ def run_server(
             progress.set_postfix_str(f"{spec.name} open {rate:.2f}/s")
             requests = max(config.requests, int(rate * 20))
             warmup = config.warmup_max
-            point = asyncio.run(
-                open_loop(
-                    url,
-                    make_body,
-                    rate,
-                    requests,
-                    warmup,
-                    seed=config.seed + index,
-                    tokens_of=tokens_of,
-                )
-            )
+            work = Workload(url, make_body, requests, warmup, tokens_of)
+            point = asyncio.run(open_loop(work, rate, seed=config.seed + index))
             result["open_loop"].append(finish(point, warmup))
             progress.update(1)
         result["server_notes"] = _server_notes(server)

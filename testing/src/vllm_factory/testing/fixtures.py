@@ -1,9 +1,21 @@
-"""What the families' fixture modules share: the ``parity`` marker hook and the one
-package-specific session fixture a package's ``tests/conftest.py`` declares."""
+"""What the families' fixture modules share: the ``parity`` marker hook, the one
+package-specific session fixture a package's ``tests/conftest.py`` declares, and the list of
+the fixtures a family module exports.
+
+A package's ``tests/conftest.py`` star-imports its family's module and names its package::
+
+    from vllm_factory.testing.<family>.fixtures import *  # noqa: F403
+    from vllm_factory.testing.<family>.fixtures import <factory>
+
+    <fixture name> = <factory>(__file__)
+
+(ColBERT: ``colbert_package = package_fixture(__file__)``; GLiNER: ``gliner_reference =
+reference_fixture(__file__)``.)
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,3 +39,14 @@ def session_value(name: str, value: Any) -> Callable:
         return value
 
     return fixture
+
+
+def fixture_names(namespace: Mapping[str, Any]) -> list[str]:
+    """The fixtures defined in ``namespace``: with the marker hook, the ``__all__`` of a
+    family's fixture module (all that the package's star import should bring in)."""
+    return sorted(name for name, value in namespace.items() if _is_fixture(value))
+
+
+def _is_fixture(value: Any) -> bool:
+    # pytest >= 8.4 wraps fixture functions in FixtureFunctionDefinition; older ones mark them.
+    return hasattr(value, "_fixture_function_marker") or hasattr(value, "_pytestfixturefunction")

@@ -10,8 +10,8 @@ of a given rate (:func:`poisson_schedule`), whether or not earlier ones have bee
 A request's latency runs from its *scheduled* instant, so a server that falls behind shows
 its queueing delay (no coordinated omission).
 
-Both accept ``tokens_of(i)``, the number of model input tokens of request ``i``; the point
-then also reports tokens per second.
+Both take a :class:`Workload` (what to send); with its ``tokens_of(i)``, the number of
+model input tokens of request ``i``, the point also reports tokens per second.
 
 The statistics are pure functions (:func:`percentile`, :func:`summarize`) so that they can be
 tested on synthetic timings without a server.
@@ -32,7 +32,15 @@ import httpx
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Point", "closed_loop", "open_loop", "percentile", "poisson_schedule", "summarize"]
+__all__ = [
+    "Point",
+    "Workload",
+    "closed_loop",
+    "open_loop",
+    "percentile",
+    "poisson_schedule",
+    "summarize",
+]
 
 
 @dataclass(frozen=True)
@@ -139,8 +147,31 @@ def poisson_schedule(rate: float, count: int, seed: int) -> list[float]:
     return instants
 
 
-def _count_tokens(tokens_of: Callable[[int], int] | None, ok: Sequence[int]) -> int | None:
-    return None if tokens_of is None else sum(tokens_of(index) for index in ok)
+@dataclass(frozen=True)
+class Workload:
+    """What one load point sends: ``warmup`` unmeasured POSTs to ``url`` (bodies
+    ``make_body(0 .. warmup - 1)``), then ``requests`` measured ones (``make_body(warmup ..
+    warmup + requests - 1)``). ``tokens_of(i)``: model input tokens of request ``i`` (for
+    tokens per second); ``transport`` replaces the network (e.g. ``httpx.MockTransport`` in
+    tests)."""
+
+    url: str
+    make_body: Callable[[int], dict]
+    requests: int
+    warmup: int = 0
+    tokens_of: Callable[[int], int] | None = None
+    timeout: float = 600.0
+    transport: httpx.AsyncBaseTransport | None = None
+
+    def __post_init__(self) -> None:
+        if self.requests < 1:
+            raise ValueError(f"requests must be >= 1, got {self.requests}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+
+    def count_tokens(self, indices: Sequence[int]) -> int | None:
+        """Model input tokens of the requests ``indices`` (``None`` without ``tokens_of``)."""
+        return None if self.tokens_of is None else sum(self.tokens_of(i) for i in indices)
 
 
 async def _run_phase(
@@ -184,30 +215,13 @@ async def _run_phase(
     return latencies, ok, wall, failures
 
 
-async def closed_loop(
-    url: str,
-    make_body: Callable[[int], dict],
-    concurrency: int,
-    requests: int,
-    warmup: int,
-    *,
-    timeout: float = 600.0,
-    transport: httpx.AsyncBaseTransport | None = None,
-    tokens_of: Callable[[int], int] | None = None,
-) -> Point:
-    """Measure ``requests`` POSTs to ``url`` at ``concurrency`` clients after ``warmup`` ones.
-
-    ``make_body(i)`` builds the JSON body of request number ``i``; warm-up requests get
-    ``0 .. warmup - 1`` and measured ones ``warmup .. warmup + requests - 1``. ``transport``
-    replaces the network (e.g. ``httpx.MockTransport`` in tests). ``tokens_of(i)``: model
-    input tokens of request ``i`` (for tokens per second).
-    """
+async def closed_loop(work: Workload, concurrency: int) -> Point:
+    """Measure ``work`` at ``concurrency`` clients: the warm-up requests first, the measured
+    ones once every warm-up request has finished."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if requests < 1:
-        raise ValueError(f"requests must be >= 1, got {requests}")
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    url, make_body, timeout, transport = work.url, work.make_body, work.timeout, work.transport
+    warmup, requests = work.warmup, work.requests
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(
         timeout=httpx.Timeout(timeout), limits=limits, transport=transport
@@ -227,7 +241,7 @@ async def closed_loop(
     for failure in failures[:3]:
         logger.warning("failure: %s", failure)
     point = summarize(
-        latencies, wall, len(failures), concurrency=concurrency, tokens=_count_tokens(tokens_of, ok)
+        latencies, wall, len(failures), concurrency=concurrency, tokens=work.count_tokens(ok)
     )
     logger.info(
         "concurrency %d: %d ok, %d errors, %.2f req/s, p50 %s ms, p95 %s ms",
@@ -238,30 +252,18 @@ async def closed_loop(
 
 
 async def open_loop(
-    url: str,
-    make_body: Callable[[int], dict],
-    rate: float,
-    requests: int,
-    warmup: int,
-    *,
-    seed: int = 0,
-    timeout: float = 600.0,
-    max_connections: int = 256,
-    transport: httpx.AsyncBaseTransport | None = None,
-    tokens_of: Callable[[int], int] | None = None,
+    work: Workload, rate: float, *, seed: int = 0, max_connections: int = 256
 ) -> Point:
-    """Measure ``requests`` POSTs sent at Poisson arrivals of ``rate``/s after ``warmup`` ones.
+    """Measure ``work`` with its requests sent at Poisson arrivals of ``rate``/s.
 
-    Warm-up requests (``0 .. warmup - 1``) are sent one after another, unmeasured. The measured
-    ones follow :func:`poisson_schedule` (``seed``); each latency runs from the scheduled
-    instant to the answer. The wall time runs from the first scheduled instant to the last
-    answer, so ``req_per_s`` is the achieved rate (below ``rate`` when the server falls
-    behind). ``concurrency`` of the point is the most requests ever in flight at once.
+    Warm-up requests are sent one after another, unmeasured. The measured ones follow
+    :func:`poisson_schedule` (``seed``); each latency runs from the scheduled instant to the
+    answer. The wall time runs from the first scheduled instant to the last answer, so
+    ``req_per_s`` is the achieved rate (below ``rate`` when the server falls behind).
+    ``concurrency`` of the point is the most requests ever in flight at once.
     """
-    if requests < 1:
-        raise ValueError(f"requests must be >= 1, got {requests}")
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    url, make_body, timeout, transport = work.url, work.make_body, work.timeout, work.transport
+    warmup, requests = work.warmup, work.requests
     schedule = poisson_schedule(rate, requests, seed)
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=32)
     latencies: list[float] = []
@@ -307,9 +309,7 @@ async def open_loop(
     for failure in failures[:3]:
         logger.warning("failure: %s", failure)
     point = replace(
-        summarize(
-            latencies, wall, len(failures), concurrency=peak, tokens=_count_tokens(tokens_of, ok)
-        ),
+        summarize(latencies, wall, len(failures), concurrency=peak, tokens=work.count_tokens(ok)),
         mode="open",
         offered_rate=rate,
     )

@@ -1,13 +1,7 @@
-"""Session fixtures: the package's tiny PyLate checkpoint and reference outputs, one real
-vLLM server with the plugin, and ``encode`` through ``POST /pooling``.
-
-A ColBERT package's ``tests/conftest.py``::
-
-    from vllm_factory.testing.colbert.fixtures import *  # noqa: F403
-    from vllm_factory.testing.colbert.fixtures import package_fixture
-
-    colbert_package = package_fixture(__file__)
-"""
+"""The ColBERT family's session fixtures: the package's tiny PyLate checkpoint and reference
+outputs, one real vLLM server with the plugin, and ``encode`` through ``POST /pooling``.
+A package's conftest declares ``colbert_package = package_fixture(__file__)`` (see
+:mod:`vllm_factory.testing.fixtures`)."""
 
 from __future__ import annotations
 
@@ -20,18 +14,12 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from vllm_factory.testing.colbert.references import ColBERTReference, package_reference
-from vllm_factory.testing.fixtures import package_dir, pytest_configure, session_value
-
-__all__ = [
-    "checkpoint",
-    "corpus",
-    "encode",
-    "pytest_configure",
-    "reference",
-    "reference_dir",
-    "server",
-    "st_layout_server",
-]
+from vllm_factory.testing.fixtures import (
+    fixture_names,
+    package_dir,
+    pytest_configure,
+    session_value,
+)
 
 
 class ColBERTPackage(NamedTuple):
@@ -142,3 +130,7 @@ def st_layout_server(reference_dir: Path, colbert_package: ColBERTPackage):
         reference_dir / "checkpoint-st", extra_args=["--config-format", "colbert"]
     ) as running:
         yield running
+
+
+# What the package conftest's star import brings in: the hook and every fixture above.
+__all__ = ["pytest_configure", *fixture_names(globals())]  # noqa: PLE0604

@@ -1,12 +1,6 @@
-"""Session fixtures: the reference outputs, the prepared checkpoint and one real vLLM server.
-
-A GLiNER package's ``tests/conftest.py``::
-
-    from vllm_factory.testing.gliner.fixtures import *  # noqa: F403
-    from vllm_factory.testing.gliner.fixtures import reference_fixture
-
-    gliner_reference = reference_fixture(__file__)
-"""
+"""The GLiNER family's session fixtures: gliner's reference outputs, the checkpoint prepared
+for vLLM, and one real vLLM server. A package's conftest declares ``gliner_reference =
+reference_fixture(__file__)`` (see :mod:`vllm_factory.testing.fixtures`)."""
 
 from __future__ import annotations
 
@@ -17,18 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from vllm_factory.heads.gliner.prep import prepare
-from vllm_factory.testing.fixtures import package_dir, pytest_configure, session_value
+from vllm_factory.testing.fixtures import (
+    fixture_names,
+    package_dir,
+    pytest_configure,
+    session_value,
+)
 from vllm_factory.testing.gliner.references import GLiNERReference
-
-__all__ = [
-    "corpus",
-    "ner",
-    "pytest_configure",
-    "reference_dir",
-    "reference_scores",
-    "served_dir",
-    "server",
-]
 
 
 def reference_fixture(conftest_file: str | Path) -> Callable:
@@ -84,3 +73,7 @@ def ner(server):
 def reference_scores(reference_dir: Path) -> dict[str, np.ndarray]:
     data = np.load(reference_dir / "ref-scores.npz")
     return {key: data[key] for key in data.files}
+
+
+# What the package conftest's star import brings in: the hook and every fixture above.
+__all__ = ["pytest_configure", *fixture_names(globals())]  # noqa: PLE0604

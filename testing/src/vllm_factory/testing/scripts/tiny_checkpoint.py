@@ -42,32 +42,55 @@ def training_texts(
     return [t.translate(HELD_OUT) for t in texts] if held_out else texts
 
 
-def bert_bpe_tokenizer(texts: list[str], vocab_size: int, max_length: int, lowercase: bool):
-    """A BPE tokenizer on BERT pre-tokenisation with ``[CLS] x [SEP]`` (accents kept; each
-    punctuation mark its own token, so a ColBERT skiplist really fires), as a transformers
-    ``PreTrainedTokenizerFast``. Not WordPiece: tokenizers' WordPiece trainer (and BPE with a
-    "##" continuing prefix) gave a different vocabulary on each run; plain BPE is reproducible.
+def bpe_tokenizer(
+    texts: list[str],
+    vocab_size: int,
+    specials: list[str],
+    frame: tuple[str, str],
+    shape=None,
+    **names,
+):
+    """A byte-pair tokenizer trained on ``texts`` with ``specials`` first in its vocabulary,
+    framing each text as ``first x last`` (``frame``), as a transformers
+    ``PreTrainedTokenizerFast``. ``shape(tok)`` sets the normalizer, pre-tokenizer and decoder
+    before training; ``names``: the special-token names and ``model_max_length`` for
+    transformers (``unk_token`` is also the model's unknown token).
     """
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, models, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=lowercase
-    )
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok = Tokenizer(models.BPE(unk_token=names["unk_token"]))
+    if shape is not None:
+        shape(tok)
     tok.train_from_iterator(texts, trainer=trainers.BpeTrainer(vocab_size=vocab_size,
                                                                  special_tokens=specials))  # fmt: skip
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    first, last = frame
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        single=f"{first} $A {last}",
+        pair=f"{first} $A {last} $B:1 {last}:1",
+        special_tokens=[(first, tok.token_to_id(first)), (last, tok.token_to_id(last))],
     )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-        pad_token="[PAD]", mask_token="[MASK]", model_max_length=max_length,
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **names)
+
+
+def bert_bpe_tokenizer(texts: list[str], vocab_size: int, max_length: int, lowercase: bool):
+    """:func:`bpe_tokenizer` on BERT pre-tokenisation with ``[CLS] x [SEP]`` (accents kept;
+    each punctuation mark its own token, so a ColBERT skiplist really fires). Not WordPiece:
+    tokenizers' WordPiece trainer (and BPE with a "##" continuing prefix) gave a different
+    vocabulary on each run; plain BPE is reproducible.
+    """
+    from tokenizers import normalizers, pre_tokenizers
+
+    def shape(tok) -> None:
+        tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=lowercase
+        )
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+
+    return bpe_tokenizer(
+        texts, vocab_size, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], ("[CLS]", "[SEP]"),
+        shape, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+        mask_token="[MASK]", model_max_length=max_length,
     )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from vllm import _custom_ops as vllm_ops
 from vllm.model_executor.layers.linear import (
     MergedColumnParallelLinear,
@@ -94,14 +94,11 @@ class Attention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_dim = config.hidden_size // self.num_heads
         self.scale = self.head_dim**-0.5
+        hidden, bias = config.hidden_size, config.attention_bias
         self.Wqkv = QKVParallelLinear(
-            config.hidden_size, self.head_dim, self.num_heads,
-            bias=config.attention_bias, prefix=f"{prefix}.Wqkv",
-        )  # fmt: skip
-        self.Wo = RowParallelLinear(
-            config.hidden_size, config.hidden_size,
-            bias=config.attention_bias, prefix=f"{prefix}.Wo",
-        )  # fmt: skip
+            hidden, self.head_dim, self.num_heads, bias=bias, prefix=f"{prefix}.Wqkv"
+        )
+        self.Wo = RowParallelLinear(hidden, hidden, bias=bias, prefix=f"{prefix}.Wo")
         # HF masks keys farther than local_attention // 2 on sliding-window layers.
         self.half_window = config.local_attention // 2 if layer_type == LOCAL else None
         self.layer_type = layer_type
@@ -134,14 +131,12 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, config, prefix: str = "") -> None:
         super().__init__()
+        hidden, inner = config.hidden_size, config.intermediate_size
+        # Wi holds the GeGLU input and gate halves: [hidden] -> [2 * inner].
         self.Wi = MergedColumnParallelLinear(
-            config.hidden_size, [config.intermediate_size] * 2,
-            bias=config.mlp_bias, prefix=f"{prefix}.Wi",
-        )  # fmt: skip
-        self.Wo = RowParallelLinear(
-            config.intermediate_size, config.hidden_size,
-            bias=config.mlp_bias, prefix=f"{prefix}.Wo",
-        )  # fmt: skip
+            hidden, [inner, inner], bias=config.mlp_bias, prefix=f"{prefix}.Wi"
+        )
+        self.Wo = RowParallelLinear(inner, hidden, bias=config.mlp_bias, prefix=f"{prefix}.Wo")
         self.approximate = "tanh" if "tanh" in str(config.hidden_activation) else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -198,11 +193,8 @@ class ModernBertEncoder(nn.Module):
         return self.embeddings.tok_embeddings(input_ids)
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        hidden_keys: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        self, input_ids: Tensor, positions: Tensor, hidden_keys: Tensor | None = None
+    ) -> Tensor:
         head_dim = self.config.hidden_size // self.config.num_attention_heads
         hidden_states = self.embeddings(input_ids)
         batch = attention_batch(positions, hidden_keys, head_dim, hidden_states.dtype)

@@ -37,12 +37,8 @@ class ColBERTHead(FactoryPooler):
         return F.normalize(out, p=2, dim=-1)
 
     def forward(
-        self,
-        hidden_states: Sequence[torch.Tensor],
-        requests: Sequence[PoolerRequest],
+        self, hidden_states: Sequence[torch.Tensor], requests: Sequence[PoolerRequest]
     ) -> list[torch.Tensor]:
-        if not hidden_states:
-            return []
         sizes = [h.shape[0] for h in hidden_states]
         # One matmul for the whole batch, then split: outputs own fresh storage.
         projected = self.project(torch.cat(list(hidden_states), dim=0))
