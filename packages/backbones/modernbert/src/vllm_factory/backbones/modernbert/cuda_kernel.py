@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import torch
+from vllm_factory.core import compat
 from vllm_factory.core.packing import PackedLayout
 
 logger = logging.getLogger(__name__)
@@ -24,12 +25,10 @@ FLASH_DTYPES = (torch.float16, torch.bfloat16)
 
 @cache
 def _flash_attn_varlen() -> Callable | None:
-    try:
-        from vllm.vllm_flash_attn import flash_attn_varlen_func
-    except ImportError:
+    varlen = compat.flash_attn_varlen_func()
+    if varlen is None:
         logger.info("vllm.vllm_flash_attn not available; CUDA attention uses SDPA")
-        return None
-    return flash_attn_varlen_func
+    return varlen
 
 
 def flash_supports(dtype: torch.dtype, head_dim: int) -> bool:

@@ -11,7 +11,6 @@ from collections.abc import Iterable
 
 import torch
 from torch import Tensor, nn
-from vllm import _custom_ops as vllm_ops
 from vllm.model_executor.layers.linear import (
     MergedColumnParallelLinear,
     QKVParallelLinear,
@@ -25,6 +24,7 @@ from vllm_factory.backbones.modernbert.attention import (
     attention_batch,
     packed_attention,
 )
+from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
     build_rope_cache,
@@ -33,6 +33,8 @@ from vllm_factory.kernels import (
     fused_layernorm,
     fused_rope,
 )
+
+vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
 

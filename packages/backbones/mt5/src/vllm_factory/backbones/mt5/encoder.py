@@ -19,7 +19,6 @@ from collections.abc import Iterable, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from vllm import _custom_ops as vllm_ops
 from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
 from vllm.model_executor.layers.linear import (
     ColumnParallelLinear,
@@ -31,7 +30,10 @@ from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmb
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm_factory.backbones.mt5.attention import SequenceGroups
 from vllm_factory.backbones.mt5.position_bias import position_bias
+from vllm_factory.core import compat
 from vllm_factory.kernels import fused_geglu
+
+vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
 
 # Where GLiNER stores its text encoder's Hugging Face model in a checkpoint.
 GLINER_PREFIX = "token_rep_layer.bert_layer.model."
