@@ -190,3 +190,31 @@ def test_written_reports_name_no_folder_of_the_machine(tmp_path: Path) -> None:
     assert bench_report.portable(line) == (
         "model='.artifacts/m/ckpt', dist=file://vllm_dist_1 at http://127.0.0.1:8000/v1"
     )
+
+
+def test_markdown_reports_calibration_and_outputs() -> None:
+    report = _report()
+    report["factors"] = bench.factors(report)
+    report["checkpoint"] = {
+        "calibration": {
+            "labels": ["person"], "threshold": 0.5, "texts": 16, "words": 3200,
+            "entities_per_word_before": 0.62, "entities_per_word": 0.1, "score_shift": 3.1,
+        }
+    }  # fmt: skip
+    report["servers"]["plugin"]["outputs"] = {"texts": 32, "entities_per_word": 0.097}
+    text = bench_report.markdown(report)
+    assert "0.62 entities per word before, 0.1 after (threshold 0.5, 16 texts, 3200 words)" in text
+    assert "- Outputs of plugin (first texts): texts 32, entities_per_word 0.097" in text
+
+
+def test_gliner_describe_counts_entities_per_word() -> None:
+    from vllm_factory.testing.gliner.bench import describe_entities, plugin_body
+
+    bodies = [
+        plugin_body("m", "one two three four", "float"),
+        plugin_body("m", "five six", "float"),
+    ]
+    answers = [{"data": [[{"label": "person"}]]}, {"data": [[]]}]
+    assert describe_entities(bodies, answers) == {
+        "texts": 2, "words": 6, "entities": 1, "entities_per_word": round(1 / 6, 4),
+    }  # fmt: skip

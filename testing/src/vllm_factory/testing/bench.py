@@ -77,6 +77,10 @@ MATMUL_N = 8192
 # -- plugin specs -------------------------------------------------------------------------------
 
 
+# Requests whose answers a ServerSpec's ``describe`` summarises (sent one by one, unmeasured).
+DESCRIBED_REQUESTS = 32
+
+
 @dataclass
 class ServerSpec:
     """One way of serving the checkpoint (the plugin, or vLLM's native model)."""
@@ -93,6 +97,9 @@ class ServerSpec:
     check: Callable[[dict], None]
     """Raises if a response JSON does not have the expected shape."""
     extra_args: Sequence[str] = ()
+    describe: Callable[[list[dict], list[dict]], dict] | None = None
+    """``(bodies, answers) -> figures`` of what the server returned for the first
+    ``DESCRIBED_REQUESTS`` corpus texts (e.g. GLiNER's entities per word), recorded per run."""
 
 
 class PluginSpec:
@@ -132,6 +139,10 @@ class PluginSpec:
     def reference_versions_code(self) -> str:
         """Python code printing a JSON dict of the reference venv's versions."""
         return "import json; print(json.dumps({}))"
+
+    def checkpoint_notes(self, checkpoint: Path) -> dict[str, Any]:
+        """What the report should say about the bench checkpoint (e.g. its calibration)."""
+        return {}
 
     def flops_per_sequence(self, checkpoint: Path, tokens: int) -> float | None:
         """Model FLOPs of one forward pass over ``tokens`` tokens (``None``: unknown)."""
@@ -326,14 +337,19 @@ def _sentences(words: list[str], rng: random.Random) -> list[str]:
     return out
 
 
+def word_stream(pool: Sequence[str], n_words: int, rng: random.Random) -> list[str]:
+    """``n_words`` seeded draws from ``pool`` as sentences: the words of the bench's texts."""
+    return _sentences([rng.choice(pool) for _ in range(n_words)], rng)
+
+
 def make_text(
     target: int, pool: Sequence[str], count: Callable[[str], int], rng: random.Random
 ) -> tuple[str, int]:
     """The longest prefix of a seeded word stream whose token count is at most ``target``."""
     n_words = max(8, int(target * 1.5) + 8)
-    words = _sentences([rng.choice(pool) for _ in range(n_words)], rng)
+    words = word_stream(pool, n_words, rng)
     while count(" ".join(words)) <= target:  # the pool's words are rarely this long
-        words += _sentences([rng.choice(pool) for _ in range(n_words)], rng)
+        words += word_stream(pool, n_words, rng)
     low, high = 1, len(words)  # invariant: count(words[:low]) <= target < count(words[:high])
     if count(words[0]) > target:
         raise ValueError(f"cannot build a text of at most {target} tokens")
@@ -569,6 +585,11 @@ def run_server(
         if not response.is_success:
             raise RuntimeError(f"{spec.name}: HTTP {response.status_code}: {response.text[:500]}")
         spec.check(response.json())
+        if spec.describe is not None:
+            bodies = [make_body(i) for i in range(min(n, DESCRIBED_REQUESTS))]
+            answers = [httpx.post(url, json=body, timeout=600).json() for body in bodies]
+            result["outputs"] = spec.describe(bodies, answers)
+            logger.info("%s outputs: %s", spec.name, result["outputs"])
         for concurrency in config.concurrencies:
             progress.set_postfix_str(f"{spec.name} c={concurrency}")
             warmup = config.warmup_for(concurrency)
@@ -742,6 +763,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "warmup_per_point": "max(2, min(concurrency, warmup_max))",
         },
         "corpus": corpus.stats(),
+        "checkpoint": spec.checkpoint_notes(checkpoint),
         "matmul": matmul,
         "model_flops_per_token_mean": (
             sum(flops_list) / sum(corpus.tokens) if flops_list else None

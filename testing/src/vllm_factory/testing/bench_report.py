@@ -163,6 +163,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{report.get('total_seconds', 0):.0f} s"
         ),
     ]
+    lines += _output_lines(report)
     if report.get("matmul"):
         m = report["matmul"]
         lines.append(
@@ -302,3 +303,22 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _output_lines(report: dict) -> list[str]:
+    """The checkpoint's calibration and what each server returned (e.g. entities per word)."""
+    lines = []
+    calibration = (report.get("checkpoint") or {}).get("calibration")
+    if calibration:
+        lines.append(
+            f"- Checkpoint calibrated with the reference library: "
+            f"{calibration['entities_per_word_before']} entities per word before, "
+            f"{calibration['entities_per_word']} after (threshold {calibration['threshold']}, "
+            f"{calibration['texts']} texts, {calibration['words']} words)"
+        )
+    for name, server in report.get("servers", {}).items():
+        outputs = server.get("outputs")
+        if outputs:
+            figures = ", ".join(f"{key} {value}" for key, value in outputs.items())
+            lines.append(f"- Outputs of {server.get('label', name)} (first texts): {figures}")
+    return lines

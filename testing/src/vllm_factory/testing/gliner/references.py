@@ -14,6 +14,7 @@ and a three-line ``reference/<name>_reference.py``::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
@@ -43,9 +44,15 @@ class GLiNERReference:
         self.builder = self.folder / "build_checkpoint.py"
         self.name = self.folder.parent.name.replace("_", "-") + "-reference"
 
-    def build_checkpoint(self, out: Path, size: str = "tiny", seed: int = 0) -> Path:
-        """The package's checkpoint in gliner's own layout (``--size bench``: real width)."""
-        gliner_env().ensure().run(self.builder, "--out", out, "--seed", seed, "--size", size)
+    def build_checkpoint(
+        self, out: Path, size: str = "tiny", seed: int = 0, calibrate: Sequence[object] = ()
+    ) -> Path:
+        """The package's checkpoint in gliner's own layout (``--size bench``: real width).
+        ``calibrate``: ``--calibrate`` arguments (labels whose entity density to calibrate,
+        ``--threshold``), for bench checkpoints."""
+        gliner_env().ensure().run(
+            self.builder, "--out", out, "--seed", seed, "--size", size, *calibrate
+        )
         return out
 
     def _build(self, target: Path) -> None:

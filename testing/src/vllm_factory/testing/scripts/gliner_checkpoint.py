@@ -12,8 +12,10 @@ label projection scaled so that span scores spread over (0, 1), ``save_pretraine
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import random
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -27,6 +29,12 @@ LOG = logging.getLogger("build_checkpoint")
 # The GLiNER family's parity corpus (texts and label sets), in the testing kit.
 CORPUS = Path(__file__).resolve().parents[1] / "gliner" / "corpus.json"
 TARGET_LOGIT_STD = 2.5
+# Bench checkpoints (``--calibrate``): gliner keeps about one entity per this many words at the
+# bench threshold, as trained models do on news-like text (one per 5 - 15 words). A random
+# model keeps far more (every span scores ~0.5 on average), and decoding cost grows with the
+# candidates, so an uncalibrated bench measures the decoder rather than the model.
+WORDS_PER_ENTITY = 10.0
+CALIBRATION_TEXTS, CALIBRATION_WORDS = 8, 200
 
 
 def corpus_pairs(corpus: dict) -> list[tuple[str, list[str]]]:
@@ -49,13 +57,75 @@ def all_logits(model, pairs: list[tuple[str, list[str]]]) -> torch.Tensor:
     return torch.cat(out)
 
 
+def calibration_texts(corpus: dict, seed: int) -> list[str]:
+    """Bench-like texts: the corpus texts joined in seeded orders, ``CALIBRATION_WORDS`` words
+    each."""
+    rng = random.Random(seed)
+    words = [w for t in corpus["texts"] for w in t.split()]
+    texts = []
+    for _ in range(CALIBRATION_TEXTS):
+        start = rng.randrange(len(words))
+        rotated = words[start:] + words[:start]
+        texts.append(" ".join((rotated * 2)[:CALIBRATION_WORDS]))
+    return texts
+
+
+@torch.no_grad()
+def calibrate_density(model, labels: list[str], threshold: float, texts: list[str]) -> dict:
+    """Lower every span score by one constant, found by bisection on gliner's own entities per
+    word over ``texts`` with ``labels`` (target: ``1 / WORDS_PER_ENTITY``).
+
+    A score is ``span_vector . label_vector``. Coordinate 0 of both vectors is made a constant
+    (the rows of the two output layers zeroed, their biases set): every score then moves by
+    exactly ``span_bias[0] * label_bias[0]``, for any label, at the cost of one of the random
+    coordinates."""
+    span_out = model.model.span_rep_layer.span_rep_layer.out_project[-1]
+    label_out = model.model.prompt_rep_layer[-1]
+    words = sum(len(t.split()) for t in texts)
+
+    def density() -> float:
+        found = model.inference(texts, labels, threshold=threshold, batch_size=8)
+        return sum(len(entities) for entities in found) / words
+
+    before = density()
+    span_out.weight[0].zero_()
+    label_out.weight[0].zero_()
+    span_out.bias[0] = 1.0
+
+    def shifted(shift: float) -> float:
+        label_out.bias[0] = -shift
+        return density()
+
+    target = 1.0 / WORDS_PER_ENTITY
+    low, high = 0.0, TARGET_LOGIT_STD
+    while shifted(high) > target and high < 64:
+        low, high = high, 2 * high
+    for _ in range(8):
+        middle = (low + high) / 2
+        low, high = (middle, high) if shifted(middle) > target else (low, middle)
+    reached = shifted(high)
+    report = {"labels": labels, "threshold": threshold, "texts": len(texts), "words": words,
+              "entities_per_word_before": round(before, 4),
+              "entities_per_word": round(reached, 4), "score_shift": round(high, 4)}  # fmt: skip
+    LOG.info("calibrated: %s", report)
+    return report
+
+
 def build_gliner(
-    backbone_dir: Path, s: dict, seed: int, corpus: dict, out: Path, center: bool = False
+    backbone_dir: Path,
+    s: dict,
+    seed: int,
+    corpus: dict,
+    out: Path,
+    center: bool = False,
+    calibrate: tuple[list[str], float, list[str]] | None = None,
 ) -> None:
     """gliner's own span model on the saved backbone + tokenizer in ``backbone_dir`` (any
     encoder gliner supports): add its marker tokens, resize, scale the scores, save to ``out``.
     ``center``: first shift the label vectors to mean zero (for encoders whose random outputs
     share a large common direction, which otherwise puts nearly every score near 1).
+    ``calibrate`` (labels, threshold, texts): then lower every score to a trained model's
+    entity density (:func:`calibrate_density`; the figures go to ``out/calibration.json``).
     """
     # Only the GLiNER venv has it. The span class directly: GLiNER(config) swaps __class__,
     # which fails on this torch version.
@@ -95,10 +165,15 @@ def build_gliner(
         last.weight.mul_(TARGET_LOGIT_STD / std)
         last.bias.mul_(TARGET_LOGIT_STD / std)
     LOG.info("logit std %.4f scaled to %.2f", std, TARGET_LOGIT_STD)
+    report = None
+    if calibrate is not None:
+        report = calibrate_density(model, *calibrate)
 
     if out.exists():
         shutil.rmtree(out)
     model.save_pretrained(out, safe_serialization=True)
+    if report is not None:
+        (out / "calibration.json").write_text(json.dumps(report, indent=1) + "\n")
 
     reloaded = GLiNER.from_pretrained(str(out), local_files_only=True)
     probs = torch.sigmoid(all_logits(reloaded.eval(), corpus_pairs(corpus)))
@@ -119,7 +194,7 @@ def main(
 ) -> None:
     """The builder's command line: tokenizer (``train_tokenizer(texts, vocab_size,
     model_max_length)``), backbone (``build_backbone(tokenizer, size, seed)``), then gliner."""
-    args = builder_arguments(doc, sizes, CORPUS)
+    args = builder_arguments(doc, sizes, CORPUS, more=_calibration_arguments)
     s = sizes[args.size]
 
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
@@ -130,4 +205,17 @@ def main(
         backbone_dir = Path(tmp) / "backbone"
         build_backbone(tok, s, args.seed).save_pretrained(backbone_dir)
         tok.save_pretrained(backbone_dir)
-        build_gliner(backbone_dir, s, args.seed, corpus, args.out, center=center)
+        calibrate = None
+        if args.calibrate:
+            texts = (json.loads(args.calibration_texts.read_text()) if args.calibration_texts
+                     else calibration_texts(corpus, args.seed))  # fmt: skip
+            calibrate = (args.calibrate.split(","), args.threshold, texts)
+        build_gliner(backbone_dir, s, args.seed, corpus, args.out, center, calibrate)
+
+
+def _calibration_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--calibrate", metavar="LABELS", help="comma-separated: calibrate the "
+                    "entity density of these labels (bench checkpoints)")  # fmt: skip
+    ap.add_argument("--threshold", type=float, default=0.5, help="with --calibrate")
+    ap.add_argument("--calibration-texts", type=Path, help="with --calibrate: a JSON list of "
+                    "texts like the bench's (default: the corpus texts joined)")  # fmt: skip

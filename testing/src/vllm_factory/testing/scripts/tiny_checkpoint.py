@@ -13,6 +13,7 @@ import argparse
 import importlib
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 # Kept out of tokenizer training so that the corpus exercises [UNK].
@@ -94,10 +95,18 @@ def bert_bpe_tokenizer(texts: list[str], vocab_size: int, max_length: int, lower
     )  # fmt: skip
 
 
-def builder_arguments(doc: str, sizes: dict, corpus: Path) -> argparse.Namespace:
+def builder_arguments(
+    doc: str,
+    sizes: dict,
+    corpus: Path,
+    more: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.Namespace:
     """A checkpoint builder's command line (``--out``, ``--seed``, ``--size``, ``--corpus``,
-    ``--vocab-size``), parsed; logging set up and the generators seeded."""
+    ``--vocab-size``, and what ``more`` adds), parsed; logging set up and the generators
+    seeded."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if more is not None:
+        more(ap)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--size", choices=sorted(sizes), default="tiny")
