@@ -1,3 +1,4 @@
+import pytest
 import torch
 from vllm_factory.heads.gliner.decoding import decode_spans, to_entities
 from vllm_factory.heads.gliner.prompts import split_words
@@ -61,3 +62,39 @@ def test_character_offsets_into_the_original_text():
         ("São Paulo", "city", 35, 44),
     ]
     assert abs(entities[0]["score"] - 0.9) < 1e-6
+
+
+def greedy_oracle(scores, num_words, threshold, flat_ner, multi_label):
+    """gliner's decoding written plainly: every candidate against every kept span."""
+
+    def clash(a, b):
+        if (a[0], a[1]) == (b[0], b[1]):
+            return not multi_label
+        disjoint = a[0] > b[1] or b[0] > a[1]
+        if flat_ner:
+            return not disjoint
+        nested = (a[0] <= b[0] and a[1] >= b[1]) or (b[0] <= a[0] and b[1] >= a[1])
+        return not (disjoint or nested)
+
+    hits = (scores > threshold).nonzero().tolist()
+    cands = [(s, s + k, c, float(scores[s, k, c])) for s, k, c in hits if s + k < num_words]
+    cands.sort(key=lambda cand: -cand[3])
+    kept = []
+    for cand in cands:
+        if not any(clash(cand, other) for other in kept):
+            kept.append(cand)
+    return sorted(kept, key=lambda cand: cand[0])
+
+
+@pytest.mark.parametrize("flat_ner", [True, False])
+@pytest.mark.parametrize("multi_label", [True, False])
+def test_matches_the_plain_greedy_decoder_on_dense_random_scores(flat_ner, multi_label):
+    """Thousands of candidates (an untrained checkpoint's density), ties included."""
+    gen = torch.Generator().manual_seed(7)
+    for trial in range(20):
+        num_words = int(torch.randint(1, 60, (1,), generator=gen))
+        s = torch.rand(num_words, 12, 4, generator=gen)
+        s = (s * 50).round() / 50  # many exact ties
+        expected = greedy_oracle(s, num_words, 0.3, flat_ner, multi_label)
+        got = decode_spans(s, num_words, 0.3, flat_ner, multi_label)
+        assert [(c.start, c.end, c.label, c.score) for c in got] == expected, trial

@@ -1,10 +1,11 @@
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 from vllm_factory.core.pooler import PoolerRequest
 from vllm_factory.heads.gliner.decoding import UnscoredText, checked_scores
-from vllm_factory.heads.gliner.head import GLiNERSpanHead
+from vllm_factory.heads.gliner.head import GLiNERSpanHead, StepPlan
 from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
 from vllm_factory.heads.gliner.settings import (
     GLiNERSettings,
@@ -63,10 +64,25 @@ def test_spans_past_the_text_use_span_zero_zero_like_gliner():
     assert not torch.equal(spans[1, 1], spans[0, 0])
 
 
+def test_texts_back_to_back_each_end_at_their_own_last_word():
+    """Words of two texts in one batch (4 + 2 rows): a span past the second text's end is
+    that text's span (0, 0), never a span into its neighbour's words."""
+    marker = head().span_rep_layer.span_rep_layer
+    words = torch.randn(6, 8)
+    first, length = torch.tensor([0, 0, 0, 0, 4, 4]), torch.tensor([4, 4, 4, 4, 2, 2])
+    together = marker.spans(*marker.endpoints(words), first, length, slice(0, 6))
+    torch.testing.assert_close(together[:4], marker(words[:4]), rtol=0, atol=1e-6)
+    torch.testing.assert_close(together[4:], marker(words[4:]), rtol=0, atol=1e-6)
+    assert torch.equal(together[5, 1], together[4, 0])
+
+
 @pytest.mark.parametrize("pooling", ["first", "last", "mean", "max"])
 def test_subtoken_pooling(pooling):
     tokens = torch.arange(30.0).view(10, 3)
-    words = head(subtoken_pooling=pooling).word_vectors(tokens, WordLayout(4, (1, 3, 0)))
+    plan = StepPlan.build([10], [np.array([0])], [WordLayout(4, (1, 3, 0))], pooling)
+    words = head(subtoken_pooling=pooling).word_vectors(
+        tokens, plan, plan.device_index(tokens.device)
+    )
     expected = {
         "first": [tokens[4], tokens[5], torch.zeros(3)],
         "last": [tokens[4], tokens[7], torch.zeros(3)],
@@ -74,6 +90,44 @@ def test_subtoken_pooling(pooling):
         "max": [tokens[4], tokens[5:8].amax(0), torch.zeros(3)],
     }[pooling]
     assert torch.equal(words, torch.stack(expected))
+
+
+def prompt(num_labels: int, counts: tuple[int, ...], seed: int) -> tuple[torch.Tensor, dict]:
+    """Token ids ``[CLS] (<<ENT>> label)* <<SEP>> words... [SEP]`` and the request data."""
+    ids = [1]
+    for i in range(num_labels):
+        ids += [ENT, 60 + i]
+    ids.append(51)
+    first = len(ids)
+    gen = torch.Generator().manual_seed(seed)
+    ids += torch.randint(100, 200, (sum(counts),), generator=gen).tolist() + [2]
+    ids_t = torch.tensor(ids)
+    return ids_t, {LAYOUT_KEY: {prompt_key(ids_t): WordLayout(first, counts).to_wire()}}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"subtoken_pooling": "mean"}, {"subtoken_pooling": "max"}, {"num_rnn_layers": 2},
+     {"num_rnn_layers": 0, "embed_ent_token": False}],
+)  # fmt: skip
+def test_a_batched_step_scores_every_prompt_as_it_alone(changes):
+    """Prompts of different word counts (some with truncated words) and label counts, with an
+    unscored dummy prompt among them, scored together: each result equals that prompt scored
+    alone, in the step's order."""
+    model = head(**changes)
+    shapes = [(2, (1, 2, 1)), (3, (2, 1, 1, 3, 0, 1, 1)), (1, (1,)), (2, (1, 0, 2, 1, 1))]
+    prompts = [prompt(labels, counts, seed) for seed, (labels, counts) in enumerate(shapes)]
+    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+    requests.insert(2, PoolerRequest(token_ids=torch.zeros(5, dtype=torch.long), extra={}))
+    torch.manual_seed(1)
+    hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
+    together = model(hidden, requests)
+    assert together[2].shape == (0, 3, 0)
+    for i in (0, 1, 3, 4):
+        (alone,) = model([hidden[i]], [requests[i]])
+        labels, counts = shapes[i if i < 2 else i - 1]
+        assert together[i].shape == alone.shape == (len(counts), 3, labels)
+        torch.testing.assert_close(together[i], alone, rtol=0, atol=1e-6)
 
 
 def test_prompts_without_a_usable_layout_get_empty_scores_never_an_error():
@@ -141,3 +195,17 @@ def test_parse_settings_defaults_and_refusals():
     ]:
         with pytest.raises(UnsupportedGLiNERConfig, match=match):
             parse_settings({**BASE, **bad})
+
+
+def test_span_chunks_change_nothing(monkeypatch):
+    """Span vectors made a few words at a time score exactly as made all at once."""
+    import vllm_factory.heads.gliner.head as head_module
+
+    model = head()
+    prompts = [prompt(2, (1, 2, 1, 1, 1), 0), prompt(3, (2, 1, 1), 1)]
+    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+    hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
+    whole = model(hidden, requests)
+    monkeypatch.setitem(head_module.SPAN_CHUNK, "cpu", 3 * 4 * 8 * 2)  # two words per chunk
+    for a, b in zip(whole, model(hidden, requests)):
+        assert torch.equal(a, b)

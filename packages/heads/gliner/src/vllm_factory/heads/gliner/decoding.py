@@ -5,6 +5,9 @@ text, in row-major order; they are ranked by score (stable, so ties keep that or
 greedily unless they clash with a kept span: flat NER forbids any overlap, nested NER only
 partial overlap; the same span twice is a clash unless ``multi_label``. Kept spans are sorted
 by start (stable) and mapped to character offsets of the original text.
+
+Selecting and ranking candidates is vectorised (numpy); the greedy pass checks a flat-NER
+candidate against a per-word occupancy map (at most ``max_width`` words), not every kept span.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from vllm_factory.heads.gliner.prompts import Word
 
@@ -40,12 +44,9 @@ class Candidate(NamedTuple):
     score: float
 
 
-def _clash(a: Candidate, b: Candidate, flat_ner: bool, multi_label: bool) -> bool:
-    if (a.start, a.end) == (b.start, b.end):
-        return not multi_label
+def _partial_overlap(a: Candidate, b: Candidate) -> bool:
+    """Overlapping, neither inside the other: what nested NER forbids."""
     disjoint = a.start > b.end or b.start > a.end
-    if flat_ner:
-        return not disjoint
     nested = (a.start <= b.start and a.end >= b.end) or (b.start <= a.start and b.end >= a.end)
     return not (disjoint or nested)
 
@@ -58,17 +59,37 @@ def decode_spans(
     multi_label: bool = False,
 ) -> list[Candidate]:
     """Kept spans of one text from its ``[num_words, max_width, num_labels]`` scores."""
-    above = scores > threshold
-    hits = above.nonzero().tolist()  # row-major, like torch.where
-    values = scores[above].tolist()  # same order
-    candidates = [
-        Candidate(s, s + k, c, score) for (s, k, c), score in zip(hits, values) if s + k < num_words
-    ]
-    candidates.sort(key=lambda cand: -cand.score)
+    cells = scores.numpy()
+    starts, widths, labels = np.nonzero(cells > threshold)  # row-major, like torch.where
+    values = cells[starts, widths, labels]
+    inside = starts + widths < num_words
+    starts, widths, labels, values = starts[inside], widths[inside], labels[inside], values[inside]
+    order = np.argsort(-values, kind="stable")  # best first; ties keep row-major order
+    ranked = zip(
+        starts[order].tolist(),
+        (starts + widths)[order].tolist(),
+        labels[order].tolist(),
+        values[order].tolist(),
+    )
     kept: list[Candidate] = []
-    for cand in candidates:
-        if not any(_clash(cand, other, flat_ner, multi_label) for other in kept):
-            kept.append(cand)
+    kept_spans: set[tuple[int, int]] = set()
+    taken = bytearray(num_words)  # flat NER: words covered by a kept span
+    for start, end, label, score in ranked:
+        if (start, end) in kept_spans:
+            # The same span again: a clash unless multi-label. Every other kept span is
+            # disjoint from (flat) or nested with (nested) it already.
+            if not multi_label:
+                continue
+        elif flat_ner:
+            if any(taken[start : end + 1]):
+                continue
+            taken[start : end + 1] = b"\x01" * (end + 1 - start)
+        else:
+            cand = Candidate(start, end, label, score)
+            if any(_partial_overlap(cand, other) for other in kept):
+                continue
+        kept.append(Candidate(start, end, label, score))
+        kept_spans.add((start, end))
     kept.sort(key=lambda cand: cand.start)
     return kept
 
