@@ -86,6 +86,17 @@ def test_make_text_is_longest_prefix_under_target() -> None:
     assert tokens + 2 > 101
 
 
+def test_make_text_stops_where_the_model_stops_reading() -> None:
+    """GLiNER reads at most max_len words: a 512-token bucket is then as long as that allows
+    (this loop never ended for mmbert_gliner's tokenizer before)."""
+
+    def count(text: str) -> int:  # 1 token per word, at most 40 words read
+        return min(len(text.split()), 40) + 2
+
+    text, tokens = bench.make_text(512, [f"w{i}" for i in range(9)], count, random.Random(0))
+    assert tokens == 42 and len(text.split()) == 40
+
+
 def test_machine_name() -> None:
     assert bench.machine_name({"cpu_affinity": 2, "gpu": None}) == "cpu-2core"
     assert bench.machine_name({"cpu_affinity": 16, "gpu": "NVIDIA H100 80GB HBM3"}) == (

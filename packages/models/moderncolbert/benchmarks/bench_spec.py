@@ -26,42 +26,23 @@ import json
 from functools import cache
 from pathlib import Path
 
+from vllm_factory.testing import flops
 from vllm_factory.testing.colbert.bench import ColBERTBenchSpec
 
 
 @cache
 def _model_shape(checkpoint: Path) -> dict[str, object]:
-    config = json.loads((checkpoint / "config.json").read_text())
     dense = json.loads((checkpoint / "1_Dense" / "config.json").read_text())
-    every = int(config.get("global_attn_every_n_layers", 1))
-    layers = int(config["num_hidden_layers"])
-    kinds = config.get("layer_types") or [
-        "full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)
-    ]
     return {
-        "hidden": int(config["hidden_size"]),
-        "intermediate": int(config["intermediate_size"]),
-        "local": int(config.get("local_attention", 0)),
-        "global_layers": sum(1 for k in kinds if k == "full_attention"),
-        "local_layers": sum(1 for k in kinds if k != "full_attention"),
+        "config": json.loads((checkpoint / "config.json").read_text()),
         "dim": int(dense["out_features"]),
     }
 
 
 def flops_per_sequence(shape: dict, tokens: int) -> float:
     """Matmul FLOPs of one forward pass over ``tokens`` tokens (see the module docstring)."""
-    h, i = shape["hidden"], shape["intermediate"]
-    layers = shape["global_layers"] + shape["local_layers"]
-    dense = 8 * h * h + 6 * h * i
-    attention = (
-        4
-        * h
-        * (
-            shape["global_layers"] * tokens
-            + shape["local_layers"] * min(tokens, shape["local"] + 1)
-        )
-    )
-    return float(tokens * (layers * dense + attention + 2 * h * shape["dim"]))
+    config = shape["config"]
+    return flops.modernbert(config, tokens) + 2.0 * tokens * config["hidden_size"] * shape["dim"]
 
 
 SPEC = ColBERTBenchSpec(

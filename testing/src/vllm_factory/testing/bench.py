@@ -345,11 +345,21 @@ def word_stream(pool: Sequence[str], n_words: int, rng: random.Random) -> list[s
 def make_text(
     target: int, pool: Sequence[str], count: Callable[[str], int], rng: random.Random
 ) -> tuple[str, int]:
-    """The longest prefix of a seeded word stream whose token count is at most ``target``."""
+    """The longest prefix of a seeded word stream whose token count is at most ``target``.
+
+    A model that reads a bounded number of words (GLiNER's ``max_len``) may count no more
+    tokens than ``target`` however long the text: then the text is the shortest prefix that
+    reaches the most it counts (the report's corpus line shows the bucket's real lengths).
+    """
     n_words = max(8, int(target * 1.5) + 8)
     words = word_stream(pool, n_words, rng)
-    while count(" ".join(words)) <= target:  # the pool's words are rarely this long
+    grown = count(" ".join(words))
+    while grown <= target:  # the pool's words are rarely this long
         words += word_stream(pool, n_words, rng)
+        longer = count(" ".join(words))
+        if longer == grown:  # the model reads no further
+            return _shortest_reaching(words, grown, count)
+        grown = longer
     low, high = 1, len(words)  # invariant: count(words[:low]) <= target < count(words[:high])
     if count(words[0]) > target:
         raise ValueError(f"cannot build a text of at most {target} tokens")
@@ -360,6 +370,22 @@ def make_text(
         else:
             high = mid
     text = " ".join(words[:low])
+    return text, count(text)
+
+
+def _shortest_reaching(
+    words: list[str], tokens: int, count: Callable[[str], int]
+) -> tuple[str, int]:
+    """The shortest prefix of ``words`` that counts ``tokens`` tokens (count never falls as
+    words are added)."""
+    low, high = 0, len(words)  # invariant: count(words[:low]) < tokens <= count(words[:high])
+    while high - low > 1:
+        mid = (low + high) // 2
+        if count(" ".join(words[:mid])) >= tokens:
+            high = mid
+        else:
+            low = mid
+    text = " ".join(words[:high])
     return text, count(text)
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
     BenchConfig,
     PluginSpec,
@@ -125,6 +126,19 @@ class GLiNERBenchSpec(PluginSpec):
     def max_model_len(self, checkpoint: Path, max_tokens: int) -> int:
         return max(max_tokens, 512)
 
+    def flops_per_sequence(self, checkpoint: Path, tokens: int) -> float | None:
+        """Encoder over the whole prompt plus the span head (:mod:`vllm_factory.testing.flops`);
+        words per text from the tokens by the word / token ratio of the calibration texts."""
+        config, overhead, words_per_token = _prompt_shape(
+            checkpoint, tuple(self.calibration_texts())
+        )
+        prompt = tokens + overhead
+        encoder = flops.encoder(config["encoder_config"], prompt)
+        if encoder is None:
+            return None
+        words = min(int(config.get("max_len", 384)), round(tokens * words_per_token))
+        return encoder + flops.gliner_span_head(config, prompt, words, len(LABELS))
+
     def token_counter(self, checkpoint: Path) -> Callable[[str], int]:
         from transformers import AutoTokenizer
         from vllm_factory.heads.gliner.prompts import prompt_words, split_words
@@ -157,3 +171,24 @@ class GLiNERBenchSpec(PluginSpec):
                 describe=describe_entities,
             )
         ]
+
+
+@cache
+def _prompt_shape(checkpoint: Path, texts: tuple[str, ...]) -> tuple[dict, int, float]:
+    """(gliner config, tokens of the fixed prompt part, text words per text token)."""
+    from transformers import AutoTokenizer
+    from vllm_factory.heads.gliner.prompts import prompt_words, split_words
+
+    config = json.loads((checkpoint / "gliner_config.json").read_text())
+    tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
+    prompt = prompt_words(
+        LABELS, config.get("ent_token", "<<ENT>>"), config.get("sep_token", "<<SEP>>")
+    )
+
+    def count(words: list[str]) -> int:
+        return len(tokenizer(prompt + words, is_split_into_words=True)["input_ids"])
+
+    overhead = count([])
+    split = [[w.text for w in split_words(text)] for text in texts]
+    ratio = sum(map(len, split)) / max(1, sum(count(words) - overhead for words in split))
+    return config, overhead, ratio

@@ -1,0 +1,76 @@
+"""Matmul FLOPs of the encoders and heads we serve, for the MFU line of bench reports.
+
+One multiply-add counts 2 FLOPs. Per token and layer: the projections and the MLP (weights
+times activations); attention scores and weighted values ``4 * width * context`` where
+``context`` is the keys a query sees (the sequence, or the sliding window). Norms, softmax
+and activations are left out: MFU is about the matmul units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def modernbert(config: Mapping[str, Any], tokens: int) -> float:
+    """ModernBERT (fused Wqkv, GeGLU MLP, global and sliding-window layers)."""
+    h, i = int(config["hidden_size"]), int(config["intermediate_size"])
+    layers = int(config["num_hidden_layers"])
+    every = int(config.get("global_attn_every_n_layers") or 1)
+    kinds = config.get("layer_types") or [
+        "full_attention" if n % every == 0 else "sliding_attention" for n in range(layers)
+    ]
+    global_layers = sum(1 for k in kinds if k == "full_attention")
+    window = int(config.get("local_attention") or 0) + 1
+    context = global_layers * tokens + (layers - global_layers) * min(tokens, window)
+    return float(tokens * (layers * (8 * h * h + 6 * h * i) + 4 * h * context))
+
+
+def deberta_v2(config: Mapping[str, Any], tokens: int) -> float:
+    """DeBERTa-v2/v3: BERT layers plus disentangled attention (content-to-position and
+    position-to-content scores over ``2 * span`` relative positions, whose keys and queries
+    are projected once per sequence)."""
+    h, i = int(config["hidden_size"]), int(config["intermediate_size"])
+    layers = int(config["num_hidden_layers"])
+    span = int(config.get("position_buckets") or 0) or int(
+        config.get("max_relative_positions") or config.get("max_position_embeddings", 512)
+    )
+    kinds = str(config.get("pos_att_type") or "")
+    relative = sum(1 for kind in ("c2p", "p2c") if kind in kinds)
+    per_token = 8 * h * h + 4 * h * i + 4 * h * tokens + relative * 2 * h * 2 * span
+    per_sequence = relative * 2 * (2 * span) * h * h
+    return float(layers * (tokens * per_token + per_sequence))
+
+
+def t5_encoder(config: Mapping[str, Any], tokens: int) -> float:
+    """T5 / mT5 encoder (``heads * d_kv`` attention width, gated or plain MLP)."""
+    h, inner = int(config["d_model"]), int(config["num_heads"]) * int(config["d_kv"])
+    d_ff, layers = int(config["d_ff"]), int(config["num_layers"])
+    mlp = (3 if "gated" in str(config.get("feed_forward_proj", "")) else 2) * 2 * h * d_ff
+    return float(layers * tokens * (8 * h * inner + mlp + 4 * inner * tokens))
+
+
+ENCODERS = {"modernbert": modernbert, "deberta-v2": deberta_v2, "mt5": t5_encoder,
+            "t5": t5_encoder}  # fmt: skip
+
+
+def encoder(config: Mapping[str, Any], tokens: int) -> float | None:
+    """FLOPs of the encoder ``config`` (a Hugging Face config dict) over ``tokens`` tokens;
+    None for a model type not listed in ``ENCODERS``."""
+    count = ENCODERS.get(str(config.get("model_type")))
+    return None if count is None else count(config, tokens)
+
+
+def gliner_span_head(
+    gliner_config: Mapping[str, Any], tokens: int, words: int, labels: int
+) -> float:
+    """gliner's markerV0 span head on one prompt of ``tokens`` tokens, ``words`` words and
+    ``labels`` labels: token projection, label MLP, BiLSTM, start / end MLPs per word, the span
+    MLP on every (word, width) and the span x label scores."""
+    g, k = int(gliner_config["hidden_size"]), int(gliner_config.get("max_width", 12))
+    encoder_width = gliner_config["encoder_config"]
+    h = int(encoder_width.get("hidden_size") or encoder_width.get("d_model"))
+    projection = 2 * h * g * tokens if h != g else 0
+    lstm = int(gliner_config.get("num_rnn_layers", 1)) * 12 * g * g
+    per_word = lstm + 2 * 16 * g * g + k * (24 * g * g + 2 * g * labels)
+    return float(projection + labels * 16 * g * g + words * per_word)
