@@ -8,9 +8,10 @@ Usage: python benchmarks/bench_deberta_attention.py --out results/h100-flash-deb
    (12 heads) and -large (16 heads) shapes, head_dim 64, position_buckets 256,
    max_relative_positions 512, bf16; CUDA events, median of repeats after warm-up. The whole
    public call is timed (it includes the two ``[H, T, 512]`` c2p / p2c projections, the same
-   for both backends). PyTorch's SDPA on the same q/k/v without the relative terms is timed
-   too, as the speed of plain (non-disentangled) attention. ``--sweep`` also times a few
-   kernel tile configurations.
+   for both backends). The fallback through ``torch.compile`` is timed too (the bar the
+   kernel has to beat to stay on the model path). PyTorch's SDPA on the same q/k/v without
+   the relative terms is timed too, as the speed of plain (non-disentangled) attention.
+   ``--sweep`` also times a few kernel tile configurations.
 Exits 0 with a message when no CUDA device or no triton is present.
 """
 
@@ -134,6 +135,16 @@ def main(argv: list[str] | None = None) -> int:
                 diff = (call("triton").float() - call("torch").float()).abs().max().item()
                 t_triton = time_ms(lambda: call("triton"), *timing)
                 t_torch = time_ms(lambda: call("torch"), *timing)
+                # The fallback through torch.compile: the bar the kernel has to beat.
+                torch._dynamo.reset()  # one lambda code object for every case: no recompile cap
+                compiled = torch.compile(lambda c=call: c("torch"), dynamic=False)
+                try:
+                    diff = max(
+                        diff, (compiled().float() - call("torch").float()).abs().max().item()
+                    )
+                    t_compiled: float | str = time_ms(compiled, *timing)
+                except Exception as exc:  # noqa: BLE001  (a fallback that fails to compile is data)
+                    t_compiled = repr(exc)[:200]
                 qs, ks, vs = (
                     x.view(args.batch, length, heads, HEAD_DIM).transpose(1, 2) for x in (q, k, v)
                 )
@@ -162,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 "torch_ms": t_torch,
                 "triton_ms": t_triton,
                 "speedup": t_torch / t_triton,
+                "compiled_ms": t_compiled,
                 "sdpa_no_relative_ms": t_sdpa,
                 "triton_vs_torch_max_abs": diff,
                 "tile_sweep_ms": sweep,
@@ -169,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(
                 f"{model:<18} L={length:<5} T={tokens:<6} torch {t_torch:8.3f} ms  "
-                f"triton {t_triton:8.3f} ms  x{t_torch / t_triton:5.2f}  sdpa {t_sdpa:7.3f} ms  "
+                f"triton {t_triton:8.3f} ms  x{t_torch / t_triton:5.2f}  compiled {t_compiled}  "
+                f"sdpa {t_sdpa:7.3f} ms  "
                 f"diff {diff:.2e}  {sweep}"
             )
 

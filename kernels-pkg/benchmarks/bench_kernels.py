@@ -1,11 +1,15 @@
-"""GPU micro-benchmark: Triton kernels vs the PyTorch fallbacks (ModernBERT-base widths).
+"""GPU micro-benchmark: Triton kernels vs the PyTorch fallbacks and vs ``torch.compile`` of
+the fallbacks (ModernBERT-base widths).
 
-Usage: python benchmarks/bench_kernels.py --out bench.json [--tokens 128 512 2048]
+Usage: python benchmarks/bench_kernels.py --out bench.json [--tokens 128 512 2048] [--no-compile]
 
-For each kernel, dtype (bf16, fp32) and token count it times both backends with CUDA events
+For each kernel, dtype (bf16, fp32) and token count it times the backends with CUDA events
 (median of several repeats after warm-up), twice: eager (includes Python and launch overhead,
 which dominates at these sizes) and replayed from a CUDA graph (GPU time, as under vLLM's CUDA
-graphs). It checks that the outputs agree, prints a table and
+graphs). The third backend, ``compiled``, is the PyTorch fallback through ``torch.compile``
+(Inductor, default mode, static shapes): what the fallback would cost inside a compiled model,
+which is the bar a hand-written kernel has to beat to stay on a model path. It checks that the
+outputs agree, prints a table and
 writes every row to the JSON file given by --out. Exits with status 0 and a message when no
 CUDA device is present (so CI on CPU machines can call it unconditionally).
 """
@@ -81,10 +85,12 @@ def tolerance(dtype: torch.dtype) -> float:
 def cases(tokens: int, dtype: torch.dtype) -> list[tuple[str, Callable[[str], Any], int]]:
     """(name, call(backend), bytes moved by an ideal kernel) per kernel."""
     from vllm_factory.kernels import (
+        RMSOptions,
         build_rope_cache,
         fused_add_layernorm,
         fused_geglu,
         fused_layernorm,
+        fused_rmsnorm,
     )
     from vllm_factory.kernels import fused_rope as rope
 
@@ -99,6 +105,7 @@ def cases(tokens: int, dtype: torch.dtype) -> list[tuple[str, Callable[[str], An
     res = torch.randn(tokens, HIDDEN, device=dev).to(dtype)
     w = (torch.rand(HIDDEN, device=dev) + 0.5).to(dtype)
     act = tokens * HIDDEN * el
+    gemma = RMSOptions(offset=1.0)
     return [
         (
             "rope",
@@ -108,6 +115,7 @@ def cases(tokens: int, dtype: torch.dtype) -> list[tuple[str, Callable[[str], An
         ("geglu", lambda b: fused_geglu(x_mlp, "none", backend=b), 3 * tokens * INTERMEDIATE * el),
         ("layernorm", lambda b: fused_layernorm(x, w, None, 1e-5, backend=b), 2 * act),
         ("add_layernorm", lambda b: fused_add_layernorm(x, res, w, None, 1e-5, backend=b), 4 * act),
+        ("rmsnorm_gemma", lambda b: fused_rmsnorm(x, w, 1e-6, gemma, backend=b), 2 * act),
     ]
 
 
@@ -119,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     args = parser.parse_args(argv)
 
     if not torch.cuda.is_available():
@@ -143,17 +152,23 @@ def main(argv: list[str] | None = None) -> int:
         dtype = getattr(torch, dtype_name)
         for tokens in args.tokens:
             for name, call, nbytes in cases(tokens, dtype):
+                fns = {"torch": lambda c=call: c("torch"), "triton": lambda c=call: c("triton")}
+                if not args.no_compile:
+                    # Every case's lambda shares one code object: without a reset, dynamo's
+                    # recompile limit would silently leave later cases eager.
+                    torch._dynamo.reset()
+                    fns["compiled"] = torch.compile(fns["torch"], dynamic=False)
                 with torch.inference_mode():
-                    diff = max_abs_diff(call("triton"), call("torch"))
+                    diff = max_abs_diff(fns["triton"](), fns["torch"]())
+                    if "compiled" in fns:
+                        diff = max(diff, max_abs_diff(fns["compiled"](), fns["torch"]()))
                     timings = {
-                        b: time_ms(lambda b=b, c=call: c(b), args.warmup, args.iters, args.repeats)
-                        for b in ("torch", "triton")
+                        b: time_ms(fn, args.warmup, args.iters, args.repeats)
+                        for b, fn in fns.items()
                     }
                     graphed = {
-                        b: time_graph_ms(
-                            lambda b=b, c=call: c(b), args.warmup, args.iters, args.repeats
-                        )
-                        for b in ("torch", "triton")
+                        b: time_graph_ms(fn, args.warmup, args.iters, args.repeats)
+                        for b, fn in fns.items()
                     }
                 t_torch, t_triton = timings["torch"], timings["triton"]
                 g_torch, g_triton = graphed["torch"], graphed["triton"]
@@ -173,12 +188,23 @@ def main(argv: list[str] | None = None) -> int:
                     "max_abs_diff": diff,
                     "agree": agree,
                 }
+                if "compiled" in fns:
+                    row["compiled_ms"] = timings["compiled"]
+                    row["graph_compiled_ms"] = graphed["compiled"]
+                    # > 1: the Triton kernel beats the compiled fallback under CUDA graphs
+                    row["graph_speedup_vs_compiled"] = graphed["compiled"] / g_triton
                 rows.append(row)
                 print(
                     f"{name:<14}{dtype_name:<10}{tokens:>7}{t_torch:>10.4f}{t_triton:>10.4f}"
                     f"{row['speedup']:>7.2f}x{g_torch:>12.4f}{g_triton:>13.4f}"
                     f"{row['graph_speedup']:>7.2f}x{row['graph_triton_gbps']:>8.0f}{diff:>11.2e}  "
                     f"{'yes' if agree else 'NO'}"
+                    + (
+                        f"  compiled {timings['compiled']:.4f} / graph {graphed['compiled']:.4f}"
+                        f" ({row['graph_speedup_vs_compiled']:.2f}x)"
+                        if "compiled" in fns
+                        else ""
+                    )
                 )
 
     import triton
