@@ -11,9 +11,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_spec
 from vllm_factory.testing.colbert import bench
 
-SHAPE = {
-    "hidden": 4, "intermediate": 6, "local": 2, "global_layers": 1, "local_layers": 2, "dim": 3,
-}  # fmt: skip
+# One global layer then two sliding-window layers (window: local_attention + 1 = 3 keys).
+CONFIG = {"hidden_size": 4, "intermediate_size": 6, "num_hidden_layers": 3,
+          "global_attn_every_n_layers": 3, "local_attention": 2}  # fmt: skip
+SHAPE = {"config": CONFIG, "dim": 3}
 
 
 def test_flops_short_sequence_all_layers_see_everything() -> None:
@@ -31,10 +32,9 @@ def test_flops_sliding_window_caps_local_context() -> None:
 
 
 def test_bench_model_is_about_two_flops_per_parameter() -> None:
-    shape = {
-        "hidden": 768, "intermediate": 1152, "local": 128, "global_layers": 8,
-        "local_layers": 14, "dim": 128,
-    }  # fmt: skip
+    config = {"hidden_size": 768, "intermediate_size": 1152, "num_hidden_layers": 22,
+              "global_attn_every_n_layers": 3, "local_attention": 128}  # fmt: skip
+    shape = {"config": config, "dim": 128}  # 8 global and 14 sliding-window layers
     per_token = bench_spec.flops_per_sequence(shape, 512) / 512
     assert per_token == pytest.approx(238.9e6, rel=1e-3)
 
