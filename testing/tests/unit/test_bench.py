@@ -188,7 +188,7 @@ def test_written_reports_name_no_folder_of_the_machine(tmp_path: Path) -> None:
     report["factors"] = bench.factors(report)
     report["config"] |= {
         "checkpoint": "/home/someone/repo/.artifacts/demo-bench/checkpoint-seed0",
-        "ref_python": "/root/refpy",
+        "ref_python": "/srv/ci/venvs/refpy",
     }
     report["servers"]["plugin"]["server_log"] = "/tmp/vllm-server-x.log"
     bench_report.write_all(report, tmp_path, "demo")
@@ -197,7 +197,7 @@ def test_written_reports_name_no_folder_of_the_machine(tmp_path: Path) -> None:
     assert written["config"]["ref_python"] == "refpy"
     assert "server_log" not in written["servers"]["plugin"]
     assert "/home/" not in json.dumps(written) and "/tmp/" not in json.dumps(written)
-    line = "model='/work/x/.artifacts/m/ckpt', dist=file:///tmp/vllm_dist_1 at http://127.0.0.1:8000/v1"
+    line = "model='/srv/ci/x/.artifacts/m/ckpt', dist=file:///tmp/vllm_dist_1 at http://127.0.0.1:8000/v1"
     assert bench_report.portable(line) == (
         "model='.artifacts/m/ckpt', dist=file://vllm_dist_1 at http://127.0.0.1:8000/v1"
     )

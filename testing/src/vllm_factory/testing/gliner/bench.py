@@ -25,6 +25,7 @@ import random
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
@@ -129,35 +130,17 @@ class GLiNERBenchSpec(PluginSpec):
     def flops_per_sequence(self, checkpoint: Path, tokens: int) -> float | None:
         """Encoder over the whole prompt plus the span head (:mod:`vllm_factory.testing.flops`);
         words per text from the tokens by the word / token ratio of the calibration texts."""
-        config, overhead, words_per_token = _prompt_shape(
-            checkpoint, tuple(self.calibration_texts())
-        )
-        prompt = tokens + overhead
+        settings, config, full = _prompt_counter(checkpoint)
+        prompt = tokens + full([])
         encoder = flops.encoder(config["encoder_config"], prompt)
         if encoder is None:
             return None
-        words = min(int(config.get("max_len", 384)), round(tokens * words_per_token))
+        per_token = _words_per_token(checkpoint, tuple(self.calibration_texts()))
+        words = min(settings.max_len, round(tokens * per_token))
         return encoder + flops.gliner_span_head(config, prompt, words, len(LABELS))
 
     def token_counter(self, checkpoint: Path) -> Callable[[str], int]:
-        from transformers import AutoTokenizer
-        from vllm_factory.heads.gliner.prompts import prompt_words, split_words
-        from vllm_factory.heads.gliner.settings import parse_settings
-
-        settings = parse_settings(json.loads((checkpoint / "gliner_config.json").read_text()))
-        tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
-        prompt = prompt_words(LABELS, settings.ent_token, settings.sep_token)
-
-        def full(words: list[str]) -> int:
-            return len(tokenizer(prompt + words, is_split_into_words=True)["input_ids"])
-
-        overhead = full([])  # special tokens + the label prompt, the same for every text
-
-        @cache
-        def count(text: str) -> int:  # the text's own tokens, so that "short" (8-32) fits
-            return full([w.text for w in split_words(text, settings.max_len)]) - overhead
-
-        return count
+        return _text_tokens(checkpoint)
 
     def servers(self, checkpoint: Path) -> list[ServerSpec]:
         return [
@@ -174,21 +157,45 @@ class GLiNERBenchSpec(PluginSpec):
 
 
 @cache
-def _prompt_shape(checkpoint: Path, texts: tuple[str, ...]) -> tuple[dict, int, float]:
-    """(gliner config, tokens of the fixed prompt part, text words per text token)."""
+def _prompt_counter(checkpoint: Path) -> tuple[Any, dict, Callable[[list[str]], int]]:
+    """(gliner settings, gliner config, tokens of the full prompt for a list of text words)."""
     from transformers import AutoTokenizer
-    from vllm_factory.heads.gliner.prompts import prompt_words, split_words
+    from vllm_factory.heads.gliner.prompts import prompt_words
+    from vllm_factory.heads.gliner.settings import parse_settings
 
     config = json.loads((checkpoint / "gliner_config.json").read_text())
+    settings = parse_settings(config)
     tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
-    prompt = prompt_words(
-        LABELS, config.get("ent_token", "<<ENT>>"), config.get("sep_token", "<<SEP>>")
-    )
+    prompt = prompt_words(LABELS, settings.ent_token, settings.sep_token)
 
-    def count(words: list[str]) -> int:
+    def full(words: list[str]) -> int:
         return len(tokenizer(prompt + words, is_split_into_words=True)["input_ids"])
 
-    overhead = count([])
-    split = [[w.text for w in split_words(text)] for text in texts]
-    ratio = sum(map(len, split)) / max(1, sum(count(words) - overhead for words in split))
-    return config, overhead, ratio
+    return settings, config, full
+
+
+@cache
+def _text_tokens(checkpoint: Path) -> Callable[[str], int]:
+    """A text's own tokens: the full prompt minus its fixed part (special tokens and the label
+    prompt, the same for every text), so that "short" (8-32) fits."""
+    from vllm_factory.heads.gliner.prompts import split_words
+
+    settings, _, full = _prompt_counter(checkpoint)
+    overhead = full([])
+
+    @cache
+    def count(text: str) -> int:
+        return full([w.text for w in split_words(text, settings.max_len)]) - overhead
+
+    return count
+
+
+@cache
+def _words_per_token(checkpoint: Path, texts: tuple[str, ...]) -> float:
+    """Text words per text token over ``texts``."""
+    from vllm_factory.heads.gliner.prompts import split_words
+
+    settings, _, _ = _prompt_counter(checkpoint)
+    count = _text_tokens(checkpoint)
+    words = sum(len(split_words(text, settings.max_len)) for text in texts)
+    return words / max(1, sum(count(text) for text in texts))

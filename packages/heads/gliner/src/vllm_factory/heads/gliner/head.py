@@ -5,10 +5,10 @@ and word vectors from each word's sub-tokens -> (BiLSTM over words) -> markerV0 
 for every (start, width < max_width) -> span x label dot products -> sigmoid. Output: one
 float32 ``[num_words, max_width, num_labels]`` tensor per prompt.
 
-All prompts of a step go through these stages together, padded to the step's longest text and
-largest label set: a fixed number of batched kernels per step whatever the number of requests,
-and no device-to-host synchronisation (every index is computed on the host from the prompt
-token ids and word layouts, which live there, and copied to the device once).
+All prompts of a step go through these stages together (their words back to back; only the
+BiLSTM sees them padded): a fixed number of batched kernels per step whatever the number of
+requests, and no device-to-host synchronisation (every index is computed on the host from the
+prompt token ids and word layouts, which live there, and copied to the device once).
 
 A prompt without a usable word layout (vLLM's start-up dummy runs send all-zero prompts with
 no per-request data; a request that bypassed the GLiNER IOProcessor has none either) gets an
