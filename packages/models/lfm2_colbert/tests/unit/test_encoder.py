@@ -59,5 +59,5 @@ def test_hidden_tokens_match_a_padded_batch():
     mask[1, 10:] = 0
     with torch.no_grad():
         want = reference(input_ids=ids, attention_mask=mask).last_hidden_state
-        got = ours(ids.flatten(), packed([12, 12]), hidden_tokens=(mask == 0).flatten())
+        got = ours.forward_hidden_keys(ids.flatten(), packed([12, 12]), (mask == 0).flatten())
     torch.testing.assert_close(got, want.reshape(24, -1), rtol=0, atol=2e-5)

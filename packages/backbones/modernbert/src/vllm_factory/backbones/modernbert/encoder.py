@@ -3,6 +3,17 @@
 Weight names follow Hugging Face's ``ModernBertModel`` (``embeddings.tok_embeddings``,
 ``layers.N.attn.Wqkv``, ``layers.N.mlp.Wi``, ``final_norm``, ...), so a model package maps
 checkpoint names onto this module with at most a prefix change.
+
+Two paths over the same weights:
+
+- ``forward(input_ids, positions)``: every key visible (documents, GLiNER prompts). Attention
+  is vLLM's ``EncoderOnlyAttention`` (the backend vLLM picks for the device and dtype, with the
+  sliding window), so vLLM compiles this path with ``torch.compile`` and replays it from
+  piecewise CUDA graphs split at attention, as it does for its own encoders. Under compile the
+  norms, GeGLU and RoPE are the kernels' PyTorch fallbacks, which Inductor fuses.
+- ``forward_hidden_keys(input_ids, positions, hidden_keys)``: some tokens must stay invisible
+  as keys (PyLate's hidden query expansion), which no vLLM attention backend can express. It
+  runs eagerly with our own packed attention layouts (``attention.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +22,8 @@ from collections.abc import Iterable
 
 import torch
 from torch import Tensor, nn
+from vllm.compilation.decorators import support_torch_compile
+from vllm.model_executor.layers.attention import EncoderOnlyAttention
 from vllm.model_executor.layers.linear import (
     MergedColumnParallelLinear,
     QKVParallelLinear,
@@ -24,6 +37,8 @@ from vllm_factory.backbones.modernbert.attention import (
     attention_batch,
     packed_attention,
 )
+
+AttentionLayout = PackedBatch | LengthGroups | VarlenBatch
 from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
@@ -37,8 +52,6 @@ from vllm_factory.kernels import (
 vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
-
-RopeCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # cos, sin, cat(cos, sin)
 
 
 def layer_types(config) -> list[str]:
@@ -80,6 +93,20 @@ class LayerNorm(nn.Module):
         return fused_add_layernorm(x, residual, self.weight, self.bias, self.eps)
 
 
+class Rotary(nn.Module):
+    """RoPE tables of one theta, made once on the device the model is built on: fp32 cos / sin
+    halves for ``fused_rope``, and ``cat(cos, sin)`` in the model dtype for vLLM's CPU rotary
+    op, which requires the cache dtype to equal the query dtype."""
+
+    def __init__(self, max_positions: int, head_dim: int, theta: float) -> None:
+        super().__init__()
+        cos, sin = build_rope_cache(max_positions, head_dim, theta)
+        cos_sin = torch.cat((cos, sin), dim=-1).to(torch.get_default_dtype()).contiguous()
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("cos_sin", cos_sin, persistent=False)
+
+
 class Embeddings(nn.Module):
     def __init__(self, config) -> None:
         super().__init__()
@@ -104,29 +131,45 @@ class Attention(nn.Module):
         # HF masks keys farther than local_attention // 2 on sliding-window layers.
         self.half_window = config.local_attention // 2 if layer_type == LOCAL else None
         self.layer_type = layer_type
+        # vLLM's window excludes |query - key| == window; ModernBERT's band includes half_window.
+        window = None if self.half_window is None else self.half_window + 1
+        self.attn = EncoderOnlyAttention(
+            self.Wqkv.num_heads,  # this rank's heads under TP
+            self.head_dim,
+            self.scale,
+            prefix=f"{prefix}.attn",
+            per_layer_sliding_window=window,
+        )
+
+    def rotate(self, qkv: torch.Tensor, positions: torch.Tensor, rope: Rotary):
+        """``q, k, v`` as ``[T, heads, head_dim]``, q and k rotated."""
+        tokens = qkv.shape[0]
+        heads = qkv.shape[1] // (3 * self.head_dim)
+        if qkv.is_cuda or torch.compiler.is_compiling():
+            q, k, v = qkv.view(tokens, 3, heads, self.head_dim).unbind(1)
+            q, k = fused_rope(q, k, positions, rope.cos, rope.sin)
+            return q, k, v
+        # Eager on CPU, vLLM's C++ rotary op (in place, on views of qkv) beats the PyTorch
+        # fallback several times over; same rotate-half math, same fp32 angles.
+        width = heads * self.head_dim
+        q_flat, k_flat = qkv[:, :width], qkv[:, width : 2 * width]
+        vllm_ops.rotary_embedding(positions, q_flat, k_flat, self.head_dim, rope.cos_sin, True)
+        return qkv.view(tokens, 3, heads, self.head_dim).unbind(1)
 
     def forward(
         self,
         hidden_states: torch.Tensor,
         positions: torch.Tensor,
-        batch: PackedBatch | LengthGroups | VarlenBatch,
-        rope: RopeCache,
+        rope: Rotary,
+        layout: AttentionLayout | None = None,
     ) -> torch.Tensor:
+        """``layout`` None: vLLM's attention (every key visible); else our packed attention."""
         qkv, _ = self.Wqkv(hidden_states)
-        tokens = qkv.shape[0]
-        heads = qkv.shape[1] // (3 * self.head_dim)  # this rank's heads under TP
-        cos, sin, cos_sin = rope
-        if qkv.is_cuda:
-            q, k, v = qkv.view(tokens, 3, heads, self.head_dim).unbind(1)
-            q, k = fused_rope(q, k, positions, cos, sin)
+        q, k, v = self.rotate(qkv, positions, rope)
+        if layout is None:
+            out = self.attn(q.flatten(1), k.flatten(1), v.flatten(1))
         else:
-            # On CPU vLLM's C++ rotary op (in place, on views of qkv) beats the PyTorch
-            # fallback several times over; same rotate-half math, same fp32 angles.
-            width = heads * self.head_dim
-            q_flat, k_flat = qkv[:, :width], qkv[:, width : 2 * width]
-            vllm_ops.rotary_embedding(positions, q_flat, k_flat, self.head_dim, cos_sin, True)
-            q, k, v = qkv.view(tokens, 3, heads, self.head_dim).unbind(1)
-        out = packed_attention(q, k, v, batch, self.scale, self.half_window)
+            out = packed_attention(q, k, v, layout, self.scale, self.half_window)
         return self.Wo(out)[0]
 
 
@@ -155,12 +198,13 @@ class Layer(nn.Module):
         self.mlp_norm = LayerNorm(config.hidden_size, eps, bias)
         self.mlp = MLP(config, prefix=f"{prefix}.mlp")
 
-    def forward(self, hidden_states, positions, batch, rope) -> torch.Tensor:
-        attn_out = self.attn(self.attn_norm(hidden_states), positions, batch, rope)
+    def forward(self, hidden_states, positions, rope, layout=None) -> torch.Tensor:
+        attn_out = self.attn(self.attn_norm(hidden_states), positions, rope, layout)
         normed, hidden_states = self.mlp_norm.add_and_norm(attn_out, hidden_states)
         return hidden_states + self.mlp(normed)
 
 
+@support_torch_compile(dynamic_arg_dims={"input_ids": 0, "positions": 0})
 class ModernBertEncoder(nn.Module):
     """Embeddings -> N layers -> final norm, on vLLM's packed ``[T]`` token batch."""
 
@@ -174,35 +218,36 @@ class ModernBertEncoder(nn.Module):
             for i in range(config.num_hidden_layers)
         )
         self.final_norm = LayerNorm(config.hidden_size, norm_eps(config), config.norm_bias)
-        head_dim = config.hidden_size // config.num_attention_heads
-        self._rope_spec = {
-            t: (config.max_position_embeddings, head_dim, rope_theta(config, t)) for t in set(types)
-        }
-        self._rope: dict[str, RopeCache] = {}
-
-    def rope_for(self, layer_type: str, device: torch.device, dtype: torch.dtype) -> RopeCache:
-        """fp32 cos / sin for our kernels; cat(cos, sin) in the model dtype for vLLM's CPU
-        rotary op, which requires the cache dtype to equal the query dtype."""
-        cache = self._rope.get(layer_type)
-        if cache is None or cache[0].device != device or cache[2].dtype != dtype:
-            positions, head_dim, theta = self._rope_spec[layer_type]
-            cos, sin = build_rope_cache(positions, head_dim, theta, device=device)
-            cache = (cos, sin, torch.cat((cos, sin), dim=-1).to(dtype).contiguous())
-            self._rope[layer_type] = cache
-        return cache
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.rope = nn.ModuleDict(
+            {
+                t: Rotary(config.max_position_embeddings, self.head_dim, rope_theta(config, t))
+                for t in sorted(set(types))
+            }
+        )
 
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.embeddings.tok_embeddings(input_ids)
 
-    def forward(
-        self, input_ids: Tensor, positions: Tensor, hidden_keys: Tensor | None = None
+    def forward(self, input_ids: Tensor, positions: Tensor) -> Tensor:
+        """Every key visible: vLLM's attention, compiled and graph-captured by vLLM."""
+        return self._encode(input_ids, positions, None)
+
+    def forward_hidden_keys(
+        self, input_ids: Tensor, positions: Tensor, hidden_keys: Tensor
     ) -> Tensor:
-        head_dim = self.config.hidden_size // self.config.num_attention_heads
+        """``hidden_keys`` [T] bool: tokens no other token may attend to. Eager."""
+        dtype = self.embeddings.norm.weight.dtype
+        layout = attention_batch(positions, hidden_keys, self.head_dim, dtype)
+        return self._encode(input_ids, positions, layout)
+
+    def _encode(
+        self, input_ids: Tensor, positions: Tensor, layout: AttentionLayout | None
+    ) -> Tensor:
         hidden_states = self.embeddings(input_ids)
-        batch = attention_batch(positions, hidden_keys, head_dim, hidden_states.dtype)
         for layer in self.layers:
-            rope = self.rope_for(layer.attn.layer_type, hidden_states.device, hidden_states.dtype)
-            hidden_states = layer(hidden_states, positions, batch, rope)
+            rope = self.rope[layer.attn.layer_type]
+            hidden_states = layer(hidden_states, positions, rope, layout)
         return self.final_norm(hidden_states)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:

@@ -31,6 +31,21 @@ def trailing_expansion_tokens(
     return is_expansion & (remaining_in_sequence == 0)
 
 
+def hidden_expansion_keys(
+    input_ids: torch.Tensor, positions: torch.Tensor, expansion_id: int
+) -> torch.Tensor | None:
+    """The keys a batch must hide (:func:`trailing_expansion_tokens`), or None when it hides
+    none, so that the encoder can take its plain path; one host sync when no token is an
+    expansion token, two when some are. A token at position 0 is never hidden: a real prompt
+    starts with its prefix token, and the one-token sequences vLLM pads a CUDA-graph batch
+    with (positions 0, stale ids) must not send a batch of documents to the masked path."""
+    candidates = (input_ids == expansion_id) & (positions > 0)
+    if not bool(candidates.any()):
+        return None
+    hidden = trailing_expansion_tokens(input_ids, positions, expansion_id) & candidates
+    return hidden if bool(hidden.any()) else None
+
+
 def expansion_token_id(tokenizer) -> int:
     """The token PyLate pads queries with: mask, else EOS, else PAD."""
     for token_id in (tokenizer.mask_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id):

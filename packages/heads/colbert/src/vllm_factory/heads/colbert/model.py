@@ -1,10 +1,12 @@
 """``ColBERTModel``: the backbone-agnostic vLLM model class of every ColBERT package.
 
 A model package subclasses it and provides only its encoder (:meth:`build_backbone`). The
-encoder contract: ``forward(input_ids, positions, hidden_keys=None) -> [num_tokens, hidden]`` on
-vLLM's flat batch (``hidden_keys``: the tokens other tokens must not attend to, PyLate's
-hidden query expansion), ``embed_input_ids(input_ids)`` and ``load_weights(weights) ->
-set[str]`` taking Hugging Face names. The checkpoint is loaded as PyLate or sentence-transformers
+encoder contract, on vLLM's flat batch: ``forward(input_ids, positions) -> [num_tokens,
+hidden]`` when every token may attend to every token of its sequence (the path vLLM may
+compile); ``forward_hidden_keys(input_ids, positions, hidden_keys)`` when some tokens must not
+be attended to (``hidden_keys`` [T] bool: PyLate's hidden query expansion);
+``embed_input_ids(input_ids)`` and ``load_weights(weights) -> set[str]`` taking Hugging Face
+names. The checkpoint is loaded as PyLate or sentence-transformers
 saved it: encoder weights from the top-level safetensors, the projection from its ``Dense``
 module folder(s).
 """
@@ -20,7 +22,7 @@ from transformers import AutoTokenizer
 from vllm_factory.core.adapter import VllmPoolerAdapter
 from vllm_factory.core.compat import SupportsLateInteraction, default_pooling_type
 from vllm_factory.core.model import FactoryModel
-from vllm_factory.heads.colbert.expansion import expansion_token_id, trailing_expansion_tokens
+from vllm_factory.heads.colbert.expansion import expansion_token_id, hidden_expansion_keys
 from vllm_factory.heads.colbert.head import ColBERTHead
 from vllm_factory.heads.colbert.settings import read_colbert_settings
 
@@ -48,10 +50,11 @@ class ColBERTModel(FactoryModel, SupportsLateInteraction):
         raise NotImplementedError
 
     def encode(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        hidden_keys = None
         if self.expansion_id is not None:
-            hidden_keys = trailing_expansion_tokens(input_ids, positions, self.expansion_id)
-        return self.model(input_ids, positions, hidden_keys)
+            hidden_keys = hidden_expansion_keys(input_ids, positions, self.expansion_id)
+            if hidden_keys is not None:
+                return self.model.forward_hidden_keys(input_ids, positions, hidden_keys)
+        return self.model(input_ids, positions)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         loaded = {f"model.{name}" for name in self.model.load_weights(weights)}

@@ -192,15 +192,18 @@ class Lfm2Encoder(nn.Module):
         angles = torch.cat((freqs, freqs), dim=-1)
         return angles.cos().to(dtype).unsqueeze(1), angles.sin().to(dtype).unsqueeze(1)
 
-    def forward(
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.forward_hidden_keys(input_ids, positions, None)
+
+    def forward_hidden_keys(
         self,
         input_ids: torch.Tensor,
         positions: torch.Tensor,
-        hidden_tokens: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
+        hidden_keys: torch.Tensor | None,
     ) -> torch.Tensor:
-        x = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
-        batch = PackedSequences.from_positions(positions, hidden_tokens)
+        """``hidden_keys`` [T] bool: tokens no other token may attend to (or None)."""
+        x = self.embed_tokens(input_ids)
+        batch = PackedSequences.from_positions(positions, hidden_keys)
         rope = self.rope(positions, x.dtype)
         for layer in self.layers:
             x = layer(x, batch, rope)
