@@ -19,7 +19,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "
   .gpu/dist/*.whl || exit 3
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/ref" \
   .gpu/ref-wheels/*.whl || exit 4
-printf '#!/bin/sh\nPYTHONPATH=%s/ref exec python3 "$@"\n' "$HOME" > "$HOME/refpy"
+# The reference wrapper puts the reference wheels first and keeps what the caller adds (the
+# bench runs the checkpoint builder with the kit's scripts on PYTHONPATH).
+printf '#!/bin/sh\nPYTHONPATH=%s/ref${PYTHONPATH:+:$PYTHONPATH} exec python3 "$@"\n' "$HOME" > "$HOME/refpy"
 chmod +x "$HOME/refpy"
 "$HOME/refpy" -c "import ${REF_IMPORT:-pylate.models}, transformers, torch; print('ref ok', transformers.__version__, torch.__version__)" || exit 5
 export PYTHONPATH=$HOME/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1

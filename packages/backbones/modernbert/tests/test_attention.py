@@ -118,3 +118,27 @@ def test_cpu_rotary_cache_follows_model_dtype(dtype):
     torch.testing.assert_close(
         qkv[:, : HEADS * 32].float(), expected_q.reshape(7, -1), atol=tol, rtol=tol
     )
+
+
+def test_fp32_on_cuda_keeps_the_exact_eager_path():
+    """vLLM's fp32 attention on CUDA (TRITON_ATTN) multiplies in TF32 (3e-4 off PyLate on an
+    H100): there the encoder neither compiles nor uses vLLM's attention; elsewhere it does."""
+    from types import SimpleNamespace
+
+    from vllm_factory.backbones.modernbert.encoder import _compiles, exact_attention_needed
+
+    def config(dtype, device_type):
+        return SimpleNamespace(
+            model_config=SimpleNamespace(dtype=dtype),
+            device_config=SimpleNamespace(device_type=device_type),
+        )
+
+    assert exact_attention_needed(torch.float32, "cuda")
+    assert not _compiles(config(torch.float32, "cuda"))
+    for dtype, device in [
+        (torch.bfloat16, "cuda"),
+        (torch.float16, "cuda"),
+        (torch.float32, "cpu"),
+    ]:
+        assert not exact_attention_needed(dtype, device)
+        assert _compiles(config(dtype, device))

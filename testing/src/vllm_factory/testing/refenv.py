@@ -110,6 +110,22 @@ class ReferenceEnv:
         subprocess.run([str(self.python), *map(str, args)], check=True, env=script_env(env))
 
 
+class GivenPython(ReferenceEnv):
+    """A reference interpreter given by path (``--ref-python``: a venv made elsewhere, or a
+    wrapper on an offline GPU host), used as a :class:`ReferenceEnv` is but never built."""
+
+    def __init__(self, python: str | Path) -> None:
+        super().__init__(Path(python).name, [])
+        self._python = Path(python)
+
+    @property
+    def python(self) -> Path:
+        return self._python
+
+    def ensure(self) -> GivenPython:
+        return self
+
+
 def script_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment reference scripts run in: offline, :data:`SCRIPTS` on ``PYTHONPATH``."""
     path = os.pathsep.join(filter(None, [str(SCRIPTS), os.environ.get("PYTHONPATH", "")]))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from vllm_factory.testing.bench import BenchConfig, PluginSpec, ServerSpec, repo_root
 from vllm_factory.testing.colbert.references import KIT_INPUTS, package_reference, pylate_env
-from vllm_factory.testing.refenv import cached_artifact
+from vllm_factory.testing.refenv import GivenPython, cached_artifact
 
 SEED = 0
 SETTINGS = "config_sentence_transformers.json"
@@ -100,15 +100,17 @@ class ColBERTBenchSpec(PluginSpec):
         return ["--library", "pylate"]
 
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
-        base = Path(config.checkpoint) if config.checkpoint else self._build()
+        base = Path(config.checkpoint) if config.checkpoint else self._build(config)
         settings = json.loads((base / SETTINGS).read_text())
         if max_tokens <= settings["document_length"]:
             return base
         return with_document_length(base, max_tokens)
 
-    def _build(self) -> Path:
+    def _build(self, config: BenchConfig) -> Path:
+        env = GivenPython(config.ref_python) if config.ref_python else None
+
         def build(target: Path) -> None:
-            self.reference.build_checkpoint(target, size="bench", seed=SEED)
+            self.reference.build_checkpoint(target, size="bench", seed=SEED, env=env)
 
         inputs = [self.reference.builder, self.reference.CORPUS, *KIT_INPUTS]
         root = repo_root() / ".artifacts" / f"{self.name}-bench"

@@ -70,9 +70,14 @@ class ColBERTReference:
         self.st_layout, self.libraries = st_layout, libraries
         self.encode_args = ["--full-batches"] if full_batches else []
 
-    def build_checkpoint(self, out: Path, size: str = "tiny", seed: int = 0) -> Path:
-        """The package's checkpoint in PyLate's layout (``--size``: the builder's sizes)."""
-        pylate_env().ensure().run(self.builder, "--out", out, "--seed", seed, "--size", size)
+    def build_checkpoint(
+        self, out: Path, size: str = "tiny", seed: int = 0, env: ReferenceEnv | None = None
+    ) -> Path:
+        """The package's checkpoint in PyLate's layout (``--size``: the builder's sizes), made
+        in ``env`` (default: the PyLate venv)."""
+        (env or pylate_env()).ensure().run(
+            self.builder, "--out", out, "--seed", seed, "--size", size
+        )
         return out
 
     def _encode(self, env: ReferenceEnv, library: str, checkpoint: Path, out: Path, *more) -> None:

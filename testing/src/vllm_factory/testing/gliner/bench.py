@@ -42,7 +42,7 @@ from vllm_factory.testing.gliner.references import (
     GLiNERReference,
     gliner_env,
 )
-from vllm_factory.testing.refenv import cached_artifact
+from vllm_factory.testing.refenv import GivenPython, cached_artifact
 
 LABELS = ["person", "organization", "location", "date", "product"]
 THRESHOLD = 0.5
@@ -102,7 +102,10 @@ class GLiNERBenchSpec(PluginSpec):
             texts.write_text(json.dumps(self.calibration_texts()))
             calibrate = ["--calibrate", ",".join(LABELS), "--threshold", str(THRESHOLD),
                          "--calibration-texts", texts]  # fmt: skip
-            raw = self.reference.build_checkpoint(target / "gliner", "bench", SEED, calibrate)
+            env = GivenPython(config.ref_python) if config.ref_python else None
+            raw = self.reference.build_checkpoint(
+                target / "gliner", "bench", SEED, calibrate, env=env
+            )
             from vllm_factory.heads.gliner.prep import prepare
 
             prepare(raw, target / "served")

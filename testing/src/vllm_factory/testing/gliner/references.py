@@ -45,12 +45,17 @@ class GLiNERReference:
         self.name = self.folder.parent.name.replace("_", "-") + "-reference"
 
     def build_checkpoint(
-        self, out: Path, size: str = "tiny", seed: int = 0, calibrate: Sequence[object] = ()
+        self,
+        out: Path,
+        size: str = "tiny",
+        seed: int = 0,
+        calibrate: Sequence[object] = (),
+        env: ReferenceEnv | None = None,
     ) -> Path:
         """The package's checkpoint in gliner's own layout (``--size bench``: real width).
         ``calibrate``: ``--calibrate`` arguments (labels whose entity density to calibrate,
-        ``--threshold``), for bench checkpoints."""
-        gliner_env().ensure().run(
+        ``--threshold``), for bench checkpoints. Made in ``env`` (default: the gliner venv)."""
+        (env or gliner_env()).ensure().run(
             self.builder, "--out", out, "--seed", seed, "--size", size, *calibrate
         )
         return out

@@ -14,6 +14,11 @@ Two paths over the same weights:
 - ``forward_hidden_keys(input_ids, positions, hidden_keys)``: some tokens must stay invisible
   as keys (PyLate's hidden query expansion), which no vLLM attention backend can express. It
   runs eagerly with our own packed attention layouts (``attention.py``).
+
+fp32 on CUDA is the one exception: vLLM's fp32 attention backend there (``TRITON_ATTN``)
+multiplies in TF32, which moved served vectors up to 3e-4 from the reference library's (GPU
+check, H100), so an fp32 model on CUDA runs every batch through our exact layouts, eagerly, as
+it did before this encoder compiled.
 """
 
 from __future__ import annotations
@@ -72,6 +77,17 @@ def rope_theta(config, layer_type: str) -> float:
     return float(getattr(config, "local_rope_theta", 10000.0))
 
 
+def exact_attention_needed(dtype: torch.dtype, device_type: str) -> bool:
+    """True where vLLM's attention is not exact enough for fp32 parity (see the module
+    docstring): fp32 on CUDA."""
+    return dtype == torch.float32 and device_type == "cuda"
+
+
+def _compiles(vllm_config) -> bool:
+    model, device = vllm_config.model_config, vllm_config.device_config
+    return not exact_attention_needed(model.dtype, device.device_type)
+
+
 def norm_eps(config) -> float:
     return float(getattr(config, "norm_eps", None) or getattr(config, "layer_norm_eps", 1e-5))
 
@@ -118,7 +134,7 @@ class Embeddings(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, config, layer_type: str, prefix: str = "") -> None:
+    def __init__(self, config, layer_type: str, prefix: str = "", vllm_attention: bool = True):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.hidden_size // self.num_heads
@@ -133,13 +149,15 @@ class Attention(nn.Module):
         self.layer_type = layer_type
         # vLLM's window excludes |query - key| == window; ModernBERT's band includes half_window.
         window = None if self.half_window is None else self.half_window + 1
-        self.attn = EncoderOnlyAttention(
-            self.Wqkv.num_heads,  # this rank's heads under TP
-            self.head_dim,
-            self.scale,
-            prefix=f"{prefix}.attn",
-            per_layer_sliding_window=window,
-        )
+        self.attn = None
+        if vllm_attention:
+            self.attn = EncoderOnlyAttention(
+                self.Wqkv.num_heads,  # this rank's heads under TP
+                self.head_dim,
+                self.scale,
+                prefix=f"{prefix}.attn",
+                per_layer_sliding_window=window,
+            )
 
     def rotate(self, qkv: torch.Tensor, positions: torch.Tensor, rope: Rotary):
         """``q, k, v`` as ``[T, heads, head_dim]``, q and k rotated."""
@@ -189,12 +207,14 @@ class MLP(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(self, config, index: int, layer_type: str, prefix: str = "") -> None:
+    def __init__(
+        self, config, index: int, layer_type: str, prefix: str = "", vllm_attention: bool = True
+    ) -> None:
         super().__init__()
         eps, bias = norm_eps(config), config.norm_bias
         # Layer 0 reads the (already normalised) embeddings directly.
         self.attn_norm = nn.Identity() if index == 0 else LayerNorm(config.hidden_size, eps, bias)
-        self.attn = Attention(config, layer_type, prefix=f"{prefix}.attn")
+        self.attn = Attention(config, layer_type, f"{prefix}.attn", vllm_attention)
         self.mlp_norm = LayerNorm(config.hidden_size, eps, bias)
         self.mlp = MLP(config, prefix=f"{prefix}.mlp")
 
@@ -204,7 +224,7 @@ class Layer(nn.Module):
         return hidden_states + self.mlp(normed)
 
 
-@support_torch_compile(dynamic_arg_dims={"input_ids": 0, "positions": 0})
+@support_torch_compile(dynamic_arg_dims={"input_ids": 0, "positions": 0}, enable_if=_compiles)
 class ModernBertEncoder(nn.Module):
     """Embeddings -> N layers -> final norm, on vLLM's packed ``[T]`` token batch."""
 
@@ -213,8 +233,11 @@ class ModernBertEncoder(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         types = layer_types(config)
+        # vLLM builds the model with its dtype and device as torch's defaults.
+        device = torch.get_default_device().type
+        self.vllm_attention = not exact_attention_needed(torch.get_default_dtype(), device)
         self.layers = nn.ModuleList(
-            Layer(config, i, types[i], prefix=f"{prefix}.layers.{i}")
+            Layer(config, i, types[i], f"{prefix}.layers.{i}", self.vllm_attention)
             for i in range(config.num_hidden_layers)
         )
         self.final_norm = LayerNorm(config.hidden_size, norm_eps(config), config.norm_bias)
@@ -230,13 +253,17 @@ class ModernBertEncoder(nn.Module):
         return self.embeddings.tok_embeddings(input_ids)
 
     def forward(self, input_ids: Tensor, positions: Tensor) -> Tensor:
-        """Every key visible: vLLM's attention, compiled and graph-captured by vLLM."""
+        """Every key visible: vLLM's attention, compiled and graph-captured by vLLM (fp32 on
+        CUDA: our exact layouts, eagerly)."""
+        if not self.vllm_attention:
+            return self.forward_hidden_keys(input_ids, positions, None)
         return self._encode(input_ids, positions, None)
 
     def forward_hidden_keys(
-        self, input_ids: Tensor, positions: Tensor, hidden_keys: Tensor
+        self, input_ids: Tensor, positions: Tensor, hidden_keys: Tensor | None
     ) -> Tensor:
-        """``hidden_keys`` [T] bool: tokens no other token may attend to. Eager."""
+        """``hidden_keys`` [T] bool: tokens no other token may attend to. Eager, with our
+        attention layouts."""
         dtype = self.embeddings.norm.weight.dtype
         layout = attention_batch(positions, hidden_keys, self.head_dim, dtype)
         return self._encode(input_ids, positions, layout)
