@@ -42,8 +42,6 @@ from vllm_factory.backbones.modernbert.attention import (
     attention_batch,
     packed_attention,
 )
-
-AttentionLayout = PackedBatch | LengthGroups | VarlenBatch
 from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
@@ -55,6 +53,7 @@ from vllm_factory.kernels import (
 )
 
 vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
+AttentionLayout = PackedBatch | LengthGroups | VarlenBatch  # the masked path's layouts
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
 
