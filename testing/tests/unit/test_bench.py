@@ -1,6 +1,6 @@
 """Unit tests for the benchmark runner's statistics and reports on synthetic timings.
 
-No vLLM, no network: the open loop runs against ``httpx.MockTransport``; speeds are never
+No vLLM, no network: reports come from synthetic points; speeds are never
 asserted.
 """
 
@@ -144,10 +144,19 @@ def _report() -> dict:
             "best": reference_points[1],
         },
         "servers": {
-            "native": {"label": "native", "points": [_point(1, 4.0), _point(4, 8.0)]},
+            "native": {
+                "label": "native",
+                "points": [
+                    _point(1, 4.0, client_cpu_share=0.1, server_cpu_shares={"api": 0.5}),
+                    _point(4, 8.0, client_cpu_share=0.2, server_cpu_shares={"api": 0.9}),
+                ],
+            },
             "plugin": {
                 "label": "plugin",
-                "points": [_point(1, 5.0), _point(4, 10.0)],
+                "points": [
+                    _point(1, 5.0, server_cpu_shares={"api": 0.4, "engine": 1.0}),
+                    _point(4, 10.0, server_cpu_shares={"api": 0.7, "engine": 1.2}, gpu_busy=[0.93]),
+                ],
                 "open_loop": [{**_point(3, 4.5), "mode": "open", "offered_rate": 5.0}],
             },
         },
@@ -173,6 +182,12 @@ def test_markdown_and_files(tmp_path: Path) -> None:
     assert "| plugin | 4 | 10.00 |" in text
     assert "2.00x" in text and "5.00x" in text
     assert "Open loop" in text
+    assert (
+        "| server | clients | req/s | load generator CPU | api CPU | engine CPU | GPU busy |"
+        in text
+    )
+    assert "| native | 4 | 8.00 | 20% | 90% | n/a | n/a |" in text
+    assert "| plugin | 4 | 10.00 | n/a | 70% | 120% | 93% |" in text
     paths = bench_report.write_all(report, tmp_path, "demo-quick")
     assert sorted(p.name for p in paths) == [
         "demo-quick-latency.png", "demo-quick-throughput.png", "demo-quick.json",

@@ -1,5 +1,6 @@
 """Unit tests for the closed-loop load generator: statistics on synthetic timings, and the
-loop itself against an in-process mock transport (no vLLM, no network)."""
+loops themselves against a small aiohttp server on the loopback interface, run in the test's
+own event loop (no vLLM)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import itertools
 import json
 import math
 import statistics
+from collections.abc import Awaitable, Callable
 
-import httpx
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from vllm_factory.testing.loadgen import (
     Point,
     Workload,
@@ -111,29 +114,37 @@ def test_summarize_rejects_bad_arguments(wall: float, errors: int) -> None:
         summarize([0.1], wall_seconds=wall, errors=errors)
 
 
-# -- closed_loop against a mock transport ----------------------------------------------------
+# -- a local server for the loops ----------------------------------------------------------
 
 
-URL = "http://bench/pooling"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def body(i: int) -> dict:
     return {"i": i}
 
 
-def run_closed(
-    transport: httpx.MockTransport, concurrency: int, requests: int, warmup: int, **work
-) -> Point:
-    workload = Workload(URL, body, requests, warmup, transport=transport, **work)
-    return asyncio.run(closed_loop(workload, concurrency))
+async def _served(handler: Handler, run: Callable[[str], Awaitable[Point]]) -> Point:
+    app = web.Application()
+    app.router.add_post("/pooling", handler)
+    async with TestServer(app, host="127.0.0.1") as server:
+        return await run(str(server.make_url("/pooling")))
 
 
-def run_open(
-    transport: httpx.MockTransport, rate: float, requests: int, warmup: int, **options
-) -> Point:
+def run_closed(handler: Handler, concurrency: int, requests: int, warmup: int, **work) -> Point:
+    async def run(url: str) -> Point:
+        return await closed_loop(Workload(url, body, requests, warmup, **work), concurrency)
+
+    return asyncio.run(_served(handler, run))
+
+
+def run_open(handler: Handler, rate: float, requests: int, warmup: int, **options) -> Point:
     work = {k: options.pop(k) for k in ("tokens_of", "timeout") if k in options}
-    workload = Workload(URL, body, requests, warmup, transport=transport, **work)
-    return asyncio.run(open_loop(workload, rate, **options))
+
+    async def run(url: str) -> Point:
+        return await open_loop(Workload(url, body, requests, warmup, **work), rate, **options)
+
+    return asyncio.run(_served(handler, run))
 
 
 def test_summarize_rates_and_tokens() -> None:
@@ -193,22 +204,22 @@ def test_poisson_schedule_rejects_bad_rates(rate: float) -> None:
         poisson_schedule(rate, 3, seed=0)
 
 
-# -- loops against a mock transport -----------------------------------------------------------
+# -- loops against the local server -----------------------------------------------------------
 
 
-def _echo_transport(fail: set[int] = frozenset()) -> httpx.MockTransport:
-    def handler(request: httpx.Request) -> httpx.Response:
-        index = json.loads(request.content)["i"]
+def _echo(fail: frozenset[int] = frozenset()) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        index = (await request.json())["i"]
         if index in fail:
-            return httpx.Response(500, text="boom")
-        return httpx.Response(200, json={"i": index})
+            return web.Response(status=500, text="boom")
+        return web.json_response({"i": index})
 
-    return httpx.MockTransport(handler)
+    return handler
 
 
 def test_closed_loop_counts_tokens_of_successes_only() -> None:
     point = run_closed(
-        _echo_transport(fail={3}), concurrency=2, requests=6, warmup=2, tokens_of=lambda i: 10 * i
+        _echo(fail=frozenset({3})), concurrency=2, requests=6, warmup=2, tokens_of=lambda i: 10 * i
     )
     assert point.count == 5 and point.errors == 1
     assert point.tokens == 10 * (2 + 4 + 5 + 6 + 7)
@@ -218,12 +229,12 @@ def test_closed_loop_counts_tokens_of_successes_only() -> None:
 def test_open_loop_sends_every_request_and_reports_rate() -> None:
     seen: list[int] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(json.loads(request.content)["i"])
-        return httpx.Response(200, json={})
+    async def handler(request: web.Request) -> web.Response:
+        seen.append((await request.json())["i"])
+        return web.json_response({})
 
     point = run_open(
-        httpx.MockTransport(handler),
+        handler,
         rate=200.0,
         requests=20,
         warmup=3,
@@ -240,18 +251,18 @@ def test_open_loop_sends_every_request_and_reports_rate() -> None:
 
 
 def test_open_loop_records_errors() -> None:
-    point = run_open(_echo_transport(fail={0, 4}), rate=500.0, requests=5, warmup=0)
+    point = run_open(_echo(fail=frozenset({0, 4})), rate=500.0, requests=5, warmup=0)
     assert point.count == 3 and point.errors == 2
 
 
 # -- configuration and corpus -----------------------------------------------------------------
 
 
-def _mock(delay: float, fail_every: int = 0) -> tuple[httpx.MockTransport, dict]:
+def _mock(delay: float, fail_every: int = 0) -> tuple[Handler, dict]:
     state: dict = {"bodies": [], "in_flight": 0, "max_in_flight": 0}
 
-    async def handler(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
+    async def handler(request: web.Request) -> web.Response:
+        body = await request.json()
         state["bodies"].append(body)
         state["in_flight"] += 1
         state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
@@ -260,15 +271,15 @@ def _mock(delay: float, fail_every: int = 0) -> tuple[httpx.MockTransport, dict]
         finally:
             state["in_flight"] -= 1
         if fail_every and body["i"] % fail_every == 0:
-            return httpx.Response(500, text="boom")
-        return httpx.Response(200, json={"ok": True})
+            return web.Response(status=500, text="boom")
+        return web.json_response({"ok": True})
 
-    return httpx.MockTransport(handler), state
+    return handler, state
 
 
 def test_closed_loop_counts_and_warmup() -> None:
-    transport, state = _mock(delay=0.01)
-    point = run_closed(transport, concurrency=4, requests=20, warmup=6)
+    handler, state = _mock(delay=0.01)
+    point = run_closed(handler, concurrency=4, requests=20, warmup=6)
     assert point.count == 20
     assert point.errors == 0
     assert point.concurrency == 4
@@ -278,19 +289,21 @@ def test_closed_loop_counts_and_warmup() -> None:
     # 20 requests of >= 10 ms on 4 clients take at least 5 rounds.
     assert point.wall_seconds >= 0.05
     assert point.req_per_s == pytest.approx(20 / point.wall_seconds)
+    # The client and the test server share this process: its CPU share is a real measurement.
+    assert point.client_cpu_share is not None and point.client_cpu_share > 0
 
 
 def test_closed_loop_records_errors() -> None:
-    transport, _ = _mock(delay=0.0, fail_every=5)
-    point = run_closed(transport, concurrency=2, requests=10, warmup=0)
+    handler, _ = _mock(delay=0.0, fail_every=5)
+    point = run_closed(handler, concurrency=2, requests=10, warmup=0)
     # Indices 0 and 5 fail.
     assert point.errors == 2
     assert point.count == 8
 
 
 def test_closed_loop_concurrency_above_requests() -> None:
-    transport, state = _mock(delay=0.0)
-    point = run_closed(transport, concurrency=16, requests=3, warmup=0)
+    handler, state = _mock(delay=0.0)
+    point = run_closed(handler, concurrency=16, requests=3, warmup=0)
     assert point.count == 3
     assert len(state["bodies"]) == 3
 

@@ -50,6 +50,7 @@ from vllm_factory.testing.loadgen import Point, Workload, closed_loop, open_loop
 from vllm_factory.testing.refenv import SCRIPTS
 from vllm_factory.testing.scripts.tiny_checkpoint import extra_text
 from vllm_factory.testing.server import DEFAULT_ENV, VllmServer
+from vllm_factory.testing.usage import Usage
 
 logger = logging.getLogger(__name__)
 
@@ -592,8 +593,14 @@ def run_server(
     def tokens_of(i: int) -> int:
         return corpus.tokens[i % n]
 
-    def finish(point: Point, first: int) -> dict[str, Any]:
+    def usage() -> Usage:
+        pid = server.process.pid if server.process is not None else None
+        return Usage(pid, gpu=config.device == "cuda")
+
+    def finish(point: Point, first: int, seen: Usage) -> dict[str, Any]:
         entry = point.to_dict()
+        entry["server_cpu_shares"] = seen.cpu_shares
+        entry["gpu_busy"] = seen.gpu_busy
         if flops is not None and peak_flops and point.count:
             indices = range(first, first + point.count + point.errors)
             mean = sum(flops[i % n] for i in indices) / len(indices)
@@ -620,8 +627,9 @@ def run_server(
             progress.set_postfix_str(f"{spec.name} c={concurrency}")
             warmup = config.warmup_for(concurrency)
             work = Workload(url, make_body, config.requests_for(concurrency), warmup, tokens_of)
-            point = asyncio.run(closed_loop(work, concurrency))
-            entry = {**finish(point, warmup), "warmup": warmup}
+            seen = usage()
+            point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
+            entry = {**finish(point, warmup, seen), "warmup": warmup}
             result["points"].append(entry)
             progress.update(1)
             if not server.is_alive():
@@ -633,8 +641,9 @@ def run_server(
             requests = max(config.requests, int(rate * 20))
             warmup = config.warmup_max
             work = Workload(url, make_body, requests, warmup, tokens_of)
-            point = asyncio.run(open_loop(work, rate, seed=config.seed + index))
-            result["open_loop"].append(finish(point, warmup))
+            seen = usage()
+            point = asyncio.run(open_loop(work, rate, seed=config.seed + index, monitor=seen))
+            result["open_loop"].append(finish(point, warmup, seen))
             progress.update(1)
         result["server_notes"] = _server_notes(server)
         result["server_log"] = str(server.log_path)

@@ -49,6 +49,38 @@ def _closed_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def _usage_table(report: dict[str, Any]) -> list[str]:
+    """CPU of the load generator and of the server's processes, and GPU busy time, per point
+    (100 % CPU is one core; a Python process's main thread cannot go beyond it)."""
+    rows = [
+        (server.get("label", name), p)
+        for name, server in report["servers"].items()
+        for p in server["points"]
+        if "server_cpu_shares" in p
+    ]
+    if not rows:
+        return []
+    roles = sorted({role for _, p in rows for role in p["server_cpu_shares"]})
+    head = "| server | clients | req/s | load generator CPU |"
+    head += "".join(f" {role} CPU |" for role in roles) + " GPU busy |"
+    lines = [head, "|---|---:|---:|---:|" + "---:|" * (len(roles) + 1)]
+    for label, p in rows:
+        shares = p["server_cpu_shares"]
+        busy = p.get("gpu_busy")
+        gpu = "n/a" if not busy else " / ".join(_share(b) for b in busy)
+        lines.append(
+            f"| {label} | {p['concurrency']} | {p['req_per_s']:.2f} "
+            f"| {_share(p.get('client_cpu_share'))} |"
+            + "".join(f" {_share(shares.get(role))} |" for role in roles)
+            + f" {gpu} |"
+        )
+    return lines
+
+
 def _open_table(report: dict[str, Any]) -> list[str]:
     rows = [
         (server.get("label", name), p)
@@ -173,6 +205,17 @@ def markdown(report: dict[str, Any]) -> str:
         )
     lines += ["", "## Summary", "", *_factor_lines(report), "", "## Closed loop", ""]
     lines += _closed_table(report)
+    usage_lines = _usage_table(report)
+    if usage_lines:
+        lines += ["", "## Where the time went (closed loop)", "", *usage_lines]
+        lines += [
+            "",
+            (
+                "CPU: seconds of CPU per second of wall time (100 % = one core busy); `api` is "
+                "vLLM's HTTP process(es), `engine` its engine core. GPU busy: nvidia-smi "
+                "utilisation."
+            ),
+        ]
     open_lines = _open_table(report)
     if open_lines:
         lines += ["", "## Open loop (Poisson arrivals)", "", *open_lines]
