@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from vllm_factory.testing.usage import Usage, process_tree, role_of
+from vllm_factory.testing.usage import Usage, process_tree, profile_summary, role_of
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
@@ -44,3 +45,20 @@ def test_no_root_measures_nothing() -> None:
     with Usage(None) as usage:
         pass
     assert usage.cpu_shares == {} and usage.gpu_busy is None
+
+
+def test_profile_summary_counts_inclusive_and_exclusive(tmp_path: Path) -> None:
+    frames = [
+        {"name": "main", "file": "/x/site-packages/app.py", "line": 1},
+        {"name": "tokenize", "file": "tok.py", "line": 7},
+        {"name": "respond", "file": "resp.py", "line": 9},
+    ]
+    samples = [[0, 1]] * 15 + [[0, 2]] * 5 + [[]] * 3  # empty stacks: idle, not counted
+    profile = {"name": 'Thread 1 "MainThread"', "samples": samples}
+    small = {"name": 'Thread 2 "idle"', "samples": [[0]]}
+    path = tmp_path / "p.speedscope.json"
+    path.write_text(json.dumps({"shared": {"frames": frames}, "profiles": [profile, small]}))
+    text = profile_summary(path, min_samples=10)
+    assert '== Thread 1 "MainThread": 20 samples' in text and "idle" not in text
+    assert "100.0% main (app.py:1)" in text
+    assert " 75.0% tokenize (tok.py:7)" in text and " 25.0% respond (resp.py:9)" in text

@@ -228,6 +228,8 @@ class BenchConfig:
     ref_threads: int | None = None
     checkpoint: str | None = None
     """An existing checkpoint to use instead of the spec's cached build."""
+    py_spy: Path | None = None
+    """Folder for a py-spy profile of every server process per closed-loop point."""
 
     def requests_for(self, concurrency: int) -> int:
         return max(self.requests, 4 * concurrency)
@@ -593,9 +595,12 @@ def run_server(
     def tokens_of(i: int) -> int:
         return corpus.tokens[i % n]
 
-    def usage() -> Usage:
+    def usage(point: str | None = None) -> Usage:
         pid = server.process.pid if server.process is not None else None
-        return Usage(pid, gpu=config.device == "cuda")
+        profile = None
+        if config.py_spy is not None and point is not None:
+            profile = config.py_spy / f"{spec.name}-{point}.speedscope.json"
+        return Usage(pid, gpu=config.device == "cuda", py_spy=profile)
 
     def finish(point: Point, first: int, seen: Usage) -> dict[str, Any]:
         entry = point.to_dict()
@@ -627,7 +632,7 @@ def run_server(
             progress.set_postfix_str(f"{spec.name} c={concurrency}")
             warmup = config.warmup_for(concurrency)
             work = Workload(url, make_body, config.requests_for(concurrency), warmup, tokens_of)
-            seen = usage()
+            seen = usage(f"c{concurrency}")
             point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
             entry = {**finish(point, warmup, seen), "warmup": warmup}
             result["points"].append(entry)
@@ -710,6 +715,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument("--ref-python", help="Python of the reference venv (default: the spec's)")
     ap.add_argument("--ref-threads", type=int, help="torch threads of the reference process")
     ap.add_argument("--checkpoint", help="use this checkpoint instead of building one")
+    ap.add_argument(
+        "--py-spy", type=Path, metavar="DIR",
+        help="profile every server process with py-spy per closed-loop point (speedscope files)",
+    )  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--machine", help="results folder name (default: derived, e.g. cpu-2core)")
     ap.add_argument("--out-dir", type=Path, help="results root (default: the spec's results/)")
@@ -742,6 +751,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     config.ref_python = args.ref_python
     config.ref_threads = args.ref_threads
     config.checkpoint = args.checkpoint
+    config.py_spy = args.py_spy
     config.seed = args.seed
     return args, config
 

@@ -12,23 +12,32 @@ and, on exit, holds
   share of time a kernel ran) sampled every 100 ms, as a fraction; ``None`` without a GPU or
   ``nvidia-smi``.
 
+With ``py_spy`` (a file path) and ``py-spy`` on ``PATH``, the whole tree is also sampled by
+``py-spy record --subprocesses`` for the same window, written as a speedscope file;
+``python -m vllm_factory.testing.usage FILE`` prints where each thread spent its samples.
+
 Linux only (``/proc``); elsewhere the shares are empty.
 """
 
 from __future__ import annotations
 
+import argparse
+import collections
+import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Usage", "process_tree", "role_of"]
+__all__ = ["Usage", "process_tree", "profile_summary", "role_of"]
 
 _PROC = Path("/proc")
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -82,9 +91,13 @@ def role_of(pid: int, root: int) -> str:
 class Usage:
     """CPU of ``root``'s process tree and GPU busy time between ``__enter__`` and ``__exit__``."""
 
-    def __init__(self, root: int | None, *, gpu: bool = False) -> None:
+    def __init__(self, root: int | None, *, gpu: bool = False, py_spy: Path | None = None) -> None:
         self.root = root
         self.gpu = gpu and shutil.which("nvidia-smi") is not None
+        self.py_spy = py_spy if root is not None and shutil.which("py-spy") else None
+        if py_spy is not None and self.py_spy is None:
+            logger.warning("py-spy is not on PATH: no profile")
+        self._spy: subprocess.Popen[bytes] | None = None
         self.cpu_shares: dict[str, float] = {}
         self.gpu_busy: list[float] | None = None
         self._start: dict[int, float] = {}
@@ -102,6 +115,14 @@ class Usage:
                 "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"
             ]  # fmt: skip
             self._smi = subprocess.Popen(["nvidia-smi", *query], stdout=subprocess.PIPE, text=True)
+        if self.py_spy is not None:
+            self.py_spy.parent.mkdir(parents=True, exist_ok=True)
+            command = [
+                "py-spy", "record", "--pid", str(self.root), "--subprocesses", "--nonblocking",
+                "--rate", "50", "--format", "speedscope", "--output", str(self.py_spy),
+            ]  # fmt: skip
+            self._spy = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+            time.sleep(1.0)  # attach before the window opens
         self._start = self._cpu()
         self._wall = time.perf_counter()
         return self
@@ -120,6 +141,12 @@ class Usage:
                 used = seconds - self._start.get(pid, 0.0)
                 shares[role] = shares.get(role, 0.0) + used / wall
         self.cpu_shares = {role: round(share, 3) for role, share in sorted(shares.items())}
+        if self._spy is not None:
+            self._spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            try:
+                self._spy.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._spy.kill()
         if self._smi is not None:
             self._smi.terminate()
             out, _ = self._smi.communicate(timeout=10)
@@ -132,3 +159,43 @@ class Usage:
                 self.gpu_busy = [round(sum(v) / len(v), 3) for _, v in sorted(samples.items())]
             else:
                 logger.warning("nvidia-smi gave no utilisation samples")
+
+
+def profile_summary(path: Path, top: int = 25, min_samples: int = 20) -> str:
+    """Per sampled thread of a py-spy speedscope file: its sample count, and the functions
+    that held most samples, inclusive (on the stack) and exclusive (at its top)."""
+    data = json.loads(Path(path).read_text())
+    frames = data["shared"]["frames"]
+
+    def name(index: int) -> str:
+        frame = frames[index]
+        where = frame.get("file", "").split("site-packages/")[-1]
+        return f"{frame['name']} ({where}:{frame.get('line')})"
+
+    lines = []
+    for profile in data["profiles"]:
+        stacks = [stack for stack in profile["samples"] if stack]
+        if len(stacks) < min_samples:
+            continue
+        inclusive: collections.Counter[str] = collections.Counter()
+        exclusive: collections.Counter[str] = collections.Counter()
+        for stack in stacks:
+            inclusive.update({name(index) for index in stack})
+            exclusive[name(stack[-1])] += 1
+        lines += [f"== {profile['name']}: {len(stacks)} samples", "-- on the stack"]
+        lines += [f"{100 * n / len(stacks):5.1f}% {key}" for key, n in inclusive.most_common(top)]
+        lines += ["-- at the top"]
+        lines += [f"{100 * n / len(stacks):5.1f}% {key}" for key, n in exclusive.most_common(15)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Summarise a py-spy speedscope profile.")
+    parser.add_argument("profile", type=Path)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    print(profile_summary(args.profile, args.top), end="")
+
+
+if __name__ == "__main__":
+    main()

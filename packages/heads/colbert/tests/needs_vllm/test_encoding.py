@@ -5,18 +5,32 @@ import base64
 
 import numpy as np
 import torch
-from vllm_factory.heads.colbert.io_processor import ColBERTIOProcessor
+from vllm_factory.heads.colbert.io_processor import ColBERTIOProcessor, as_float32
 
 
 def test_base64_is_the_exact_little_endian_float32_matrix():
     vectors = torch.randn(7, 48, generator=torch.Generator().manual_seed(0))
-    item = ColBERTIOProcessor._encode_vectors(vectors, "base64")
-    assert (item["num_tokens"], item["dim"]) == (7, 48)
+    item = ColBERTIOProcessor._encode_vectors(as_float32(vectors)[1:], "base64")
+    assert (item["num_tokens"], item["dim"]) == (6, 48)
     decoded = np.frombuffer(base64.b64decode(item["embeddings"]), dtype="<f4")
-    np.testing.assert_array_equal(decoded.reshape(7, 48), vectors.numpy())
+    np.testing.assert_array_equal(decoded.reshape(6, 48), vectors[1:].numpy())
 
 
 def test_float_keeps_nested_lists_without_dim():
     vectors = torch.tensor([[0.5, -0.25], [1.0, 0.0]])
-    item = ColBERTIOProcessor._encode_vectors(vectors, "float")
+    item = ColBERTIOProcessor._encode_vectors(as_float32(vectors), "float")
     assert item == {"embeddings": [[0.5, -0.25], [1.0, 0.0]], "num_tokens": 2}
+    # The same Python floats torch gives (the JSON answer is unchanged by the NumPy path).
+    odd = torch.randn(3, 5, generator=torch.Generator().manual_seed(1))
+    assert ColBERTIOProcessor._encode_vectors(as_float32(odd), "float")["embeddings"] == (
+        odd.tolist()
+    )
+
+
+def test_as_float32_views_float32_and_converts_the_rest():
+    vectors = torch.randn(4, 8)
+    view = as_float32(vectors)
+    assert view.dtype == np.float32 and np.shares_memory(view, vectors.numpy())
+    half = as_float32(vectors.to(torch.bfloat16))
+    assert half.dtype == np.float32
+    np.testing.assert_array_equal(half, vectors.to(torch.bfloat16).float().numpy())

@@ -17,6 +17,12 @@ PyLate: queries ``[CLS] [Q] tokens [SEP]`` padded with the mask token to ``query
 ``document_length``, punctuation tokens of the skiplist dropped from the output (they still
 take part in attention). sentence-transformers: the task's prompt text prepended, its lengths,
 its expansion strategy and its skiplist sides.
+
+Responses are shaped with NumPy, not torch: this runs in the API process for every request, and
+a small torch op there (a masked row selection of a 512 x 128 matrix) wakes torch's OpenMP
+threads, which then spin. On the H100 host (16 threads) that kept 10-11 cores busy for 75
+documents/s (`vllm_factory.testing.usage`'s probe); NumPy does the same work on the calling
+thread alone.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import AutoTokenizer
 from vllm_factory.core import compat
@@ -33,8 +40,6 @@ from vllm_factory.core.io_processor import FactoryIOProcessor
 from vllm_factory.heads.colbert.expansion import expansion_token_id
 from vllm_factory.heads.colbert.request import ColBERTRequest
 from vllm_factory.heads.colbert.scoring import maxsim_scores, top_k
-
-logger = logging.getLogger(__name__)
 from vllm_factory.heads.colbert.settings import (
     PYLATE,
     SENTENCE_TRANSFORMERS,
@@ -42,6 +47,8 @@ from vllm_factory.heads.colbert.settings import (
     UnsupportedColBERTConfig,
     read_colbert_settings,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
@@ -69,6 +76,7 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
                 f"{self.checkpoint.model}: query expansion needs a mask or EOS token"
             )
         self.skiplist_ids = self._skiplist_ids()
+        self._skiplist_array = np.array(sorted(self.skiplist_ids), dtype=np.int64)
         self.limits = {True: self._limit(is_query=True), False: self._limit(is_query=False)}
 
     def _token_id(self, prefix: str) -> int | None:
@@ -160,8 +168,10 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
 
     def build_response(self, request: ColBERTRequest, outputs: Sequence[Any]) -> list[dict] | dict:
         if request.is_scoring:
-            query = self.kept_vectors(outputs[0], is_query=True).float().cpu()
-            documents = [self.kept_vectors(o, is_query=False).float().cpu() for o in outputs[1:]]
+            query = torch.from_numpy(self.kept_vectors(outputs[0], is_query=True))
+            documents = [
+                torch.from_numpy(self.kept_vectors(o, is_query=False)) for o in outputs[1:]
+            ]
             scores = maxsim_scores(query, documents)
             if request.top_k is None:
                 return {"scores": scores}
@@ -169,28 +179,34 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
         results = []
         for output in outputs:
             vectors = self.kept_vectors(output, request.is_query)
-            results.append(
-                self._encode_vectors(vectors.float(), request.encoding_format or "float")
-            )
+            results.append(self._encode_vectors(vectors, request.encoding_format or "float"))
         return results
 
-    def kept_vectors(self, output: Any, is_query: bool) -> torch.Tensor:
-        """The vectors a text is represented by: all of them, less the skiplist tokens on the
-        sides the checkpoint skips them (documents only, for PyLate); those still take part
-        in attention."""
-        vectors = output.outputs.data
+    def kept_vectors(self, output: Any, is_query: bool) -> np.ndarray:
+        """The float32 vectors a text is represented by: all of them, less the skiplist tokens
+        on the sides the checkpoint skips them (documents only, for PyLate); those still take
+        part in attention."""
+        vectors = as_float32(output.outputs.data)
         if ("query" if is_query else "document") not in self.settings.skiplist_tasks:
             return vectors
-        keep = [t not in self.skiplist_ids for t in output.prompt_token_ids]
-        return vectors[torch.tensor(keep, dtype=torch.bool, device=vectors.device)]
+        token_ids = np.asarray(output.prompt_token_ids, dtype=np.int64)
+        return vectors[~np.isin(token_ids, self._skiplist_array)]
 
     @staticmethod
-    def _encode_vectors(vectors: torch.Tensor, encoding_format: str) -> dict:
+    def _encode_vectors(vectors: np.ndarray, encoding_format: str) -> dict:
         if encoding_format == "base64":
-            raw = vectors.cpu().contiguous().numpy().astype("<f4", copy=False).tobytes()
+            raw = np.ascontiguousarray(vectors, dtype="<f4").tobytes()
             return {
                 "embeddings": base64.b64encode(raw).decode("ascii"),
                 "num_tokens": len(vectors),
                 "dim": vectors.shape[1],
             }
         return {"embeddings": vectors.tolist(), "num_tokens": len(vectors)}
+
+
+def as_float32(tensor: torch.Tensor) -> np.ndarray:
+    """A pooler output as a float32 NumPy array: a view when it already is one on the CPU (vLLM
+    pools in float32 unless ``head_dtype`` says otherwise)."""
+    if tensor.dtype != torch.float32 or tensor.device.type != "cpu":
+        tensor = tensor.to("cpu", torch.float32)
+    return tensor.numpy()
