@@ -2,7 +2,9 @@
 
 Puts under ``<repo>/.gpu/`` (ignored by git), for ``gpu/check.py`` to use there:
 
-- ``dist/``: every wheel of this repository (``pip wheel --no-deps``);
+- ``dist/``: every wheel of this repository (``pip wheel --no-deps``), and the runtime
+  dependencies of those wheels that the GPU image and the vLLM wheelhouse lack
+  (``HOST_EXTRAS``, CPython 3.12 manylinux wheels);
 - ``artifacts/``: each model package's reference folder (the tiny checkpoint and the
   reference library's fp32 CPU outputs), built here in the reference venvs if missing;
 - ``wheelhouse/part1..N`` (with ``--wheelhouse``): CUDA vLLM and what the host lacks, from the
@@ -33,6 +35,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import workspace
 
 STAGE = ROOT / ".gpu"
+# Runtime dependencies of our wheels that neither the GPU image nor the vLLM wheelhouse has.
+HOST_EXTRAS = ["orjson>=3.9"]
+HOST_PLATFORM = ["--python-version", "3.12", "--platform", "manylinux_2_17_x86_64"]
 logger = logging.getLogger("gpu.stage")
 # Imports every package's reference module and prints its (built or cached) folder.
 BUILD_REFERENCES = """
@@ -56,6 +61,8 @@ def build_wheels(dest: Path) -> list[Path]:
     dest.mkdir(parents=True)
     cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest)]
     subprocess.run([*cmd, *map(str, packages())], check=True)
+    download = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest)]
+    subprocess.run([*download, "--only-binary=:all:", *HOST_PLATFORM, *HOST_EXTRAS], check=True)
     wheels = sorted(dest.glob("*.whl"))
     logger.info("wheels: %s", ", ".join(w.name for w in wheels))
     return wheels

@@ -74,6 +74,11 @@ def environment() -> dict:
     except ImportError:
         info["torch"] = None
         info["device"] = None
+    # vLLM encodes /pooling responses with orjson when it is there (a dependency of core).
+    try:
+        info["orjson"] = md.version("orjson")
+    except md.PackageNotFoundError:
+        info["orjson"] = "missing: responses use the slow standard-library JSON encoder"
     return info
 
 

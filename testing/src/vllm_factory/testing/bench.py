@@ -802,6 +802,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             **asdict(config),
             "mode": config.mode,
             "checkpoint": str(checkpoint),
+            "py_spy": None if config.py_spy is None else str(config.py_spy),
             "max_model_len": max_model_len,
             "server_env": {**DEFAULT_ENV, **config.server_env},
             "requests_per_point": "max(requests, 4 * concurrency)",
