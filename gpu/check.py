@@ -419,13 +419,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--render", type=Path, metavar="JSON",
         help="run nothing: write --out's JSON and Markdown again from JSON (a GPU host's "
-        "results, with this version's ordering and columns)",
+        "results, with this version's ordering and columns); with --merge, --out's other "
+        "results are kept",
     )  # fmt: skip
     args = parser.parse_args(argv)
     args.artifacts = args.artifacts.resolve()
     packages = model_packages(args.plugins.split(",") if args.plugins else None)
     if args.render:
-        return render(args.render, args.out or args.render.parent, list(packages))
+        return render(args.render, args.out or args.render.parent, list(packages), args.merge)
     gpu = gpu_name()
     out = (args.out or ROOT / "gpu" / "results" / gpu_slug(gpu)).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -481,9 +482,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if results and all(r.passed for r in results) else 1
 
 
-def render(source: Path, out: Path, plugins: list[str]) -> int:
+def render(source: Path, out: Path, plugins: list[str], merge: bool = False) -> int:
     data = json.loads(source.read_text(encoding="utf-8"))
-    results = ordered([Result(**r) for r in data.pop("results")], plugins)
+    results = [Result(**r) for r in data.pop("results")]
+    if merge and (out / "gpu-check.json").exists():
+        done = {r.id for r in results}
+        earlier = json.loads((out / "gpu-check.json").read_text(encoding="utf-8"))
+        results += [Result(**r) for r in earlier["results"] if r["id"] not in done]
+        data["commands"] = [*earlier.get("commands", []), *data.get("commands", [])]
+    results = ordered(results, plugins)
     for result in results:
         result.server_args = portable_args(result.server_args)
     data["commands"] = [portable(c) for c in data.get("commands", [])]
