@@ -158,6 +158,7 @@ def run_startup_passes(
     *,
     io_processor_plugin: str | None = None,
     hf_overrides: dict[str, Any] | None = None,
+    config_format: str | None = None,
     dtype: str = "float32",
     max_model_len: int = 512,
     extra_sizes: tuple[int, ...] = (1, 3, 263),
@@ -182,6 +183,8 @@ def run_startup_passes(
         kwargs["io_processor_plugin"] = io_processor_plugin
     if hf_overrides:
         kwargs["hf_overrides"] = hf_overrides
+    if config_format:
+        kwargs["config_format"] = config_format
     llm = LLM(**kwargs)
     (raw,) = llm.collective_rpc(_worker_passes, args=(list(extra_sizes),))
     passes = [PoolerPass(**p) for p in raw["passes"]]
@@ -208,6 +211,7 @@ def startup_report(
     *,
     io_processor_plugin: str | None = None,
     hf_overrides: dict[str, Any] | None = None,
+    config_format: str | None = None,
     dtype: str | None = None,
     timeout: float = 600,
 ) -> StartupReport:
@@ -224,6 +228,8 @@ def startup_report(
             cmd += ["--io-processor-plugin", io_processor_plugin]
         if hf_overrides:
             cmd += ["--hf-overrides", json.dumps(hf_overrides)]
+        if config_format:
+            cmd += ["--config-format", config_format]
         env = {**os.environ, **DEFAULT_ENV, **ENGINE_ENV}
         done = subprocess.run(
             cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env
@@ -259,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model")
     parser.add_argument("--io-processor-plugin")
     parser.add_argument("--hf-overrides", type=json.loads)
+    parser.add_argument("--config-format")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--max-model-len", type=int, default=512)
     parser.add_argument("--token-ids", type=json.loads, help="the raw request's prompt ids")
@@ -269,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         args.model,
         io_processor_plugin=args.io_processor_plugin,
         hf_overrides=args.hf_overrides,
+        config_format=args.config_format,
         dtype=args.dtype,
         max_model_len=args.max_model_len,
         request_token_ids=args.token_ids,

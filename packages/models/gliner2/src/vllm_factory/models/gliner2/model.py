@@ -1,0 +1,52 @@
+"""DebertaGLiNER2: our DeBERTa-v2/v3 encoder + the GLiNER2 span-architecture heads.
+
+The library's state dict keeps the encoder under ``encoder.`` (Hugging Face ``DebertaV2Model``
+names) and the heads at the top level (``span_rep.``, ``classifier.``, ``count_pred.``,
+``count_embed.``). The served config is the encoder's (``--config-format gliner2``); the heads'
+settings come from the checkpoint's own ``config.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from vllm_factory.backbones.deberta import DebertaV2Encoder
+from vllm_factory.core.adapter import VllmPoolerAdapter
+from vllm_factory.core.compat import default_pooling_type
+from vllm_factory.core.model import FactoryModel
+from vllm_factory.models.gliner2.head import GLiNER2Head
+from vllm_factory.models.gliner2.settings import read_settings
+
+ENCODER_PREFIX = "encoder."
+
+
+# CLS as the default sequence pooling makes vLLM treat the model as encoder-only:
+# whole prompts per step, no chunked prefill, no prefix caching.
+@default_pooling_type(seq_pooling_type="CLS", tok_pooling_type="ALL")
+class DebertaGLiNER2(FactoryModel):
+    def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
+        super().__init__(vllm_config)
+        self.settings = read_settings(self.files)
+        hf_config = self.model_config.hf_config
+        self.model = DebertaV2Encoder(hf_config, prefix=f"{prefix}model")
+        head = GLiNER2Head(
+            self.settings.hidden_size, self.settings.max_width, dtype=self.model_config.head_dtype
+        )
+        self.pooler = VllmPoolerAdapter(head, tasks=("plugin",))
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        head_weights: list[tuple[str, torch.Tensor]] = []
+
+        def encoder_weights():
+            for name, tensor in weights:
+                if name.startswith(ENCODER_PREFIX):
+                    yield name[len(ENCODER_PREFIX) :], tensor
+                else:
+                    head_weights.append((name, tensor))
+
+        loaded = {f"model.{name}" for name in self.model.load_weights(encoder_weights(), ())}
+        head = self.pooler.head
+        loaded |= {f"pooler.head.{name}" for name in head.load_weights(head_weights)}
+        return loaded

@@ -1,0 +1,88 @@
+"""The GLiNER2 request body (``data`` of POST /pooling); no vLLM import, unit-testable.
+
+``{"text": str | [str], <one schema>, "threshold": 0.5, "include_confidence": false,
+"include_spans": false, "max_len": null}``, where the schema is either ``"schema"`` (the
+dictionary ``Schema.to_dict()`` / ``Schema.from_dict()`` use, or the one ``Schema.build()``
+returns) or exactly one short form: ``"entities"`` (as ``extract_entities`` takes them),
+``"classifications"`` (``classify_text``), ``"structures"`` (``extract_json``) or
+``"relations"`` (``extract_relations``). ``return_scores`` (debug) adds the per-task scores.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from vllm_factory.core.request import check_texts
+from vllm_factory.models.gliner2.schema import (
+    SchemaError,
+    SchemaPlan,
+    check_tasks,
+    plan_for,
+    short_form,
+)
+
+MAX_TEXTS_PER_REQUEST = 64
+MAX_CHARS_PER_TEXT = 100_000
+SHORT_FORMS = ("entities", "classifications", "structures", "relations")
+
+
+class GLiNER2Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str | list[str]
+    # "schema" would shadow a BaseModel attribute: the field is schema_, its JSON name "schema".
+    schema_: Any = Field(default=None, alias="schema")
+    entities: Any = None
+    classifications: Any = None
+    structures: Any = None
+    relations: Any = None
+    threshold: float = 0.5
+    include_confidence: bool = False
+    include_spans: bool = False
+    max_len: int | None = None
+    return_scores: bool = False
+
+    @field_validator("text")
+    @classmethod
+    def _check_text(cls, value: str | list[str]) -> str | list[str]:
+        return check_texts(value, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
+
+    @field_validator("threshold")
+    @classmethod
+    def _check_threshold(cls, value: float) -> float:
+        if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+            raise ValueError("must be a number between 0 and 1")
+        return value
+
+    @field_validator("max_len")
+    @classmethod
+    def _check_max_len(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError("must be a positive number of words")
+        return value
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.text] if isinstance(self.text, str) else list(self.text)
+
+    def plan(self) -> SchemaPlan:
+        """The schema plan; ``SchemaError`` (a ValueError naming the field) when it is bad."""
+        given = [name for name in SHORT_FORMS if getattr(self, name) is not None]
+        if self.schema_ is not None:
+            if given:
+                raise SchemaError(f"data.{given[0]}", "send either 'schema' or one short form")
+            return plan_for(self.schema_, "data.schema")
+        if not given:
+            raise SchemaError("data.schema", "field required (or one of: " +
+                              ", ".join(SHORT_FORMS) + ")")  # fmt: skip
+        if len(given) > 1:
+            raise SchemaError(
+                f"data.{given[1]}",
+                "send one short form per request (or a 'schema' with several kinds)",
+            )
+        kind = given[0]
+        plan = short_form(kind, getattr(self, kind), f"data.{kind}")
+        check_tasks(plan, f"data.{kind}")
+        return plan
