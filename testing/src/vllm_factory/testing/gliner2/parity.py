@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ __all__ = [
     "test_scores_match_library",
 ]  # fmt: skip
 NEAR = 1e-3
+# Served fp32 scores may be this many times the library's own fp32-vs-float64 distance away
+# from its fp32 scores (each fp32 run may sit that far from exact, on either side).
+FP32_NOISE_FACTOR = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -85,10 +89,29 @@ def _library_bf16(reference_dir: Path, reference_results: dict, reference_scores
     return {"max_abs_diff": worst, "count_flips": count_flips, "result_flips": result_flips}
 
 
+def fp32_noise(reference_dir: Path, reference_scores) -> float:
+    """How far float32 rounding alone moves the library's scores on this checkpoint: the
+    largest |fp32 - float64| of its own runs. The tiny checkpoint's calibrated heads amplify
+    encoder noise (near-identical marker states, scaled up to spread the scores), so this can
+    exceed the family-wide fp32 limit; two fp32 runs may each be that far from exact."""
+    data = np.load(reference_dir / "ref-scores-fp64.npz")
+    worst = 0.0
+    for key in data.files:
+        want = reference_scores.get(key)
+        if key.endswith("input_ids") or want is None or want.shape != data[key].shape:
+            continue
+        if want.size:
+            worst = max(worst, float(np.abs(data[key] - want).max()))
+    return worst
+
+
 def _limits(server, reference_dir: Path, reference_results, reference_scores):
-    """(tolerance, the library's own bf16 figures or None in fp32)."""
+    """(tolerance, the library's own bf16 figures or None in fp32). In fp32 the score limit is
+    the family-wide one or FP32_NOISE_FACTOR x the checkpoint's own fp32 noise, the larger."""
     if server.dtype == "float32":
-        return tolerance("float32"), None
+        base = tolerance("float32")
+        noise = fp32_noise(reference_dir, reference_scores)
+        return replace(base, score=max(base.score, FP32_NOISE_FACTOR * noise)), None
     library = _library_bf16(reference_dir, reference_results, reference_scores)
     limits = tolerance(server.dtype, LibraryError(max_abs_diff=library["max_abs_diff"]))
     return limits, library
@@ -129,7 +152,7 @@ def test_scores_match_library(
     if library is not None:
         assert count_flips <= BF16_FACTOR * library["count_flips"] + 1, (count_flips, library)
     record(server.label, "parity", f"scores-{server.dtype}", {
-        "cases": len(cases), "values": compared, "max_abs_diff": worst,
+        "cases": len(cases), "values": compared, "max_abs_diff": worst, "limit": limits.score,
         "within_1e-3_of_threshold": near, "count_flips": count_flips, "library_bf16": library,
     })  # fmt: skip
     print(f"\n{compared} scores, max |diff| {worst:.2e}, {near} within {NEAR} of the threshold, "

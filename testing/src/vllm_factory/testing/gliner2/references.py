@@ -15,6 +15,7 @@ model on the random backbone, heads calibrated) and a three-line
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
@@ -51,11 +52,14 @@ class GLiNER2Reference:
         seed: int = 0,
         env: ReferenceEnv | None = None,
         report: Path | None = None,
+        calibrate: Sequence[object] = (),
     ) -> Path:
         """The package's checkpoint in gliner2's own ``save_pretrained`` layout (``size``
         ``bench``: real width), made in ``env`` (default: the gliner2 venv); the calibration
-        figures go to ``report``."""
+        figures go to ``report``. ``calibrate``: more builder arguments (bench checkpoints:
+        ``--calibration-texts FILE --calibration-schema JSON``)."""
         more = ["--report", report] if report is not None else []
+        more += list(calibrate)
         (env or gliner2_env()).ensure().run(
             self.builder, "--out", out, "--seed", seed, "--size", size, *more
         )
@@ -65,7 +69,7 @@ class GLiNER2Reference:
         checkpoint = self.build_checkpoint(
             target / "checkpoint", report=target / "calibration.json"
         )
-        for suffix, dtype in (("", "float32"), ("-bf16", "bfloat16")):
+        for suffix, dtype in (("", "float32"), ("-bf16", "bfloat16"), ("-fp64", "float64")):
             gliner2_env().run(
                 ENCODE, "--checkpoint", checkpoint, "--cases", CASES,
                 "--out-results", target / f"ref-results{suffix}.json",
@@ -75,7 +79,9 @@ class GLiNER2Reference:
     def reference_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (gliner2's layout),
         calibration.json, ref-results.json + ref-scores.npz (gliner2's fp32 run of the cases),
-        ref-results-bf16.json + ref-scores-bf16.npz (its bf16 run of the same cases)."""
+        ref-results-bf16.json + ref-scores-bf16.npz (its bf16 run of the same cases),
+        ref-results-fp64.json + ref-scores-fp64.npz (its float64 run: how far float32 rounding
+        alone moves this checkpoint's scores)."""
         return cached_artifact(self.name, [self.builder, *KIT_INPUTS], self._build)
 
     def exports(self):

@@ -135,14 +135,14 @@ def main() -> None:
     ap.add_argument("--cases", required=True, type=Path)
     ap.add_argument("--out-results", required=True, type=Path)
     ap.add_argument("--out-scores", required=True, type=Path)
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16", "float64"), default="float32")
     args = ap.parse_args()
     from gliner2 import GLiNER2
 
     torch.manual_seed(0)
     model = GLiNER2.from_pretrained(str(args.checkpoint)).eval()
-    if args.dtype == "bfloat16":
-        model = model.to(torch.bfloat16)
+    if args.dtype != "float32":  # float64: the fp32 noise floor of the checkpoint
+        model = model.to(getattr(torch, args.dtype))
     # The CPU path (per-sample decoding); the library's sync-collapsed decode is CUDA/MPS-only.
     assert next(model.parameters()).device.type == "cpu"
     model.sync_collapsed_decode = False
