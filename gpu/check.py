@@ -61,6 +61,7 @@ LOG_FACTS = {
     r"Graph capturing finished in ([\d.]+) secs": "cudagraphs",
     r"(Capturing CUDA graphs.*?)(?:\s*\d+%|$)": "cudagraphs",
     r"GLiNER head: (a prompt without a word layout gets empty scores)": "head",
+    r"GLiNER2 head: (a prompt with no layout gets an empty result)": "head",
     r"Using (\S+) (?:attention )?backend": "attention",
 }
 
