@@ -123,6 +123,7 @@ def test_scores_match_library(
 ):
     limits, library = _limits(server, reference_dir, reference_results, reference_scores)
     worst, compared, near, count_flips = 0.0, 0, 0, 0
+    per_kind: dict[str, dict[str, float]] = {}
     for case in cases:
         ref = reference_results[case["id"]]
         got = served[case["id"]]["scores"]
@@ -149,14 +150,22 @@ def test_scores_match_library(
             assert diff <= limits.score, (where, diff, limits.score)
             worst, compared = max(worst, diff), compared + want.size
             near += int((np.abs(want - threshold) < NEAR).sum())
+            kind = per_kind.setdefault(task["kind"], {"tasks": 0, "values": 0, "max_abs_diff": 0.0})
+            kind["tasks"] += 1
+            kind["values"] += int(want.size)
+            kind["max_abs_diff"] = max(kind["max_abs_diff"], diff)
     if library is not None:
         assert count_flips <= BF16_FACTOR * library["count_flips"] + 1, (count_flips, library)
     record(server.label, "parity", f"scores-{server.dtype}", {
         "cases": len(cases), "values": compared, "max_abs_diff": worst, "limit": limits.score,
         "within_1e-3_of_threshold": near, "count_flips": count_flips, "library_bf16": library,
+        "per_kind": per_kind,
     })  # fmt: skip
     print(f"\n{compared} scores, max |diff| {worst:.2e}, {near} within {NEAR} of the threshold, "
           f"{count_flips} instance counts differ")  # fmt: skip
+    for name, figures in per_kind.items():
+        print(f"  {name}: {figures['tasks']} tasks, {figures['values']} scores, "
+              f"max |diff| {figures['max_abs_diff']:.2e}")  # fmt: skip
 
 
 def same_result(got: Any, want: Any, limit: float, where: str) -> None:
