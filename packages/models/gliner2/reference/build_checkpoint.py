@@ -2,7 +2,8 @@
 
 Runs in the gliner2 reference venv (no hub access):
 
-    python build_checkpoint.py --out DIR [--seed 0] [--size tiny|bench] [--report calib.json]
+    python build_checkpoint.py --out DIR [--seed 0] [--size tiny|bench] [--report calib.json] \
+        [--calibration-texts texts.json --calibration-schema JSON]
 
 Steps: the DeBERTa-v3 tokenizer and random ``DebertaV2Model`` of the testing kit's
 ``deberta_checkpoint`` (the tokenizer trained on the GLiNER2 cases' texts, as given and
@@ -35,6 +36,13 @@ fixed from what it outputs on the cases (through the library's own calls, ``glin
     so that, within a task, labels differ by std :data:`CLS_LOGIT_STD`; softmax and sigmoid
     probabilities are then neither uniform nor one-hot.
 The figures (before/after) go to ``--report``.
+
+Bench checkpoints calibrate on the bench's own requests instead of the cases:
+``--calibration-texts`` (a JSON list of texts) each with ``--calibration-schema`` (one schema in
+``Schema.from_dict`` form, JSON) at threshold 0.5; the tokenizer is still trained on the cases,
+so the tiny build is unchanged. The report then also gives what gliner2 extracts from those
+texts before and after (:func:`extraction_figures`: entities per word, structure records,
+relations, per text).
 """
 
 from __future__ import annotations
@@ -186,7 +194,9 @@ def valid_logits(found: dict) -> tuple[torch.Tensor, int]:
 
 
 @torch.no_grad()
-def calibrate_spans(model, cases: list[dict], seed: int) -> dict:
+def calibrate_spans(
+    model, cases: list[dict], seed: int, words_per_span: float = WORDS_PER_SPAN
+) -> dict:
     """(b): the query layer's weights made orthogonal to the differences between the tasks'
     mean inputs, the span layer's to those between the texts' and the widths' mean inputs,
     span and query vectors centred (mean parts would make every field and instance of a task
@@ -194,7 +204,7 @@ def calibrate_spans(model, cases: list[dict], seed: int) -> dict:
     queries added (``COMMON_QUERY`` times the field-specific spread; without it, fields of long
     texts barely differ and no span of theirs is kept), a constant coordinate for an exact
     shift, the span side scaled to
-    ``SPAN_LOGIT_STD``, the shift set for one span >= 0.5 per ``WORDS_PER_SPAN`` words per
+    ``SPAN_LOGIT_STD``, the shift set for one span >= 0.5 per ``words_per_span`` words per
     field and instance."""
     span_out = model.span_rep.span_rep_layer.out_project[-1]
     query_out = model.count_embed.projector[-1]
@@ -231,7 +241,7 @@ def calibrate_spans(model, cases: list[dict], seed: int) -> dict:
     scale = SPAN_LOGIT_STD / float(logits.std())
     span_out.weight.mul_(scale)
     span_out.bias.mul_(scale)
-    keep = max(1, round(slots / WORDS_PER_SPAN))
+    keep = max(1, round(slots / words_per_span))
     shift = float(torch.topk(logits * scale, keep).values[-1])
     span_out.bias[0] = 1.0
     query_out.bias[0] = -shift
@@ -250,6 +260,43 @@ def calibrate_spans(model, cases: list[dict], seed: int) -> dict:
 def quantiles(x: torch.Tensor) -> list[float]:
     q = torch.quantile(x.float(), torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99]))
     return [round(float(v), 4) for v in q]
+
+
+def calibration_cases(texts_file: Path, schema_json: str) -> list[dict]:
+    """The bench's requests as cases: every text with the one schema, threshold 0.5."""
+    texts = json.loads(texts_file.read_text(encoding="utf-8"))
+    request = {"schema": json.loads(schema_json), "threshold": 0.5}
+    return [{"id": f"calibration-{i}", "text": text, "request": request}
+            for i, text in enumerate(texts)]  # fmt: skip
+
+
+def extraction_figures(model, cases: list[dict]) -> dict:
+    """What gliner2 returns for ``cases`` (``Schema.from_dict`` requests), summed over them:
+    words (the library's, after ``max_len``), entities (and per word), structure records,
+    relation pairs, the classification labels chosen (str results), and the predicted counts of
+    the span tasks."""
+    figures: dict = {"texts": len(cases), "words": 0, "entities": 0, "records": 0,
+                     "relations": 0, "labels": {}, "counts": {}}  # fmt: skip
+    for case in cases:
+        result, seen = run_case(model, case)
+        figures["words"] += len(seen["batch"].text_tokens[0])
+        for _, count in seen["span"].values():
+            figures["counts"][count] = figures["counts"].get(count, 0) + 1
+        for key, value in result.items():
+            if key == "entities":
+                figures["entities"] += sum(len(spans) for spans in value.values())
+            elif key == "relation_extraction":
+                figures["relations"] += sum(len(pairs) for pairs in value.values())
+            elif isinstance(value, str):  # a classification's label
+                figures["labels"][value] = figures["labels"].get(value, 0) + 1
+            elif isinstance(value, list):  # a structure's records ({} when its count is 0)
+                figures["records"] += len(value)
+    words, texts = max(figures["words"], 1), max(len(cases), 1)
+    figures["counts"] = dict(sorted(figures["counts"].items()))
+    figures["entities_per_word"] = round(figures["entities"] / words, 4)
+    for key in ("entities", "records", "relations"):
+        figures[f"{key}_per_text"] = round(figures[key] / texts, 3)
+    return figures
 
 
 def check_reload(model, out: Path, cases: list[dict]) -> None:
@@ -272,6 +319,17 @@ def check_reload(model, out: Path, cases: list[dict]) -> None:
 def main() -> None:
     def more(ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--report", type=Path, help="write the calibration figures here")
+        ap.add_argument(
+            "--calibration-texts",
+            type=Path,
+            help="a JSON list of texts: calibrate "
+            "on these, each with --calibration-schema, not on the cases (bench)",
+        )
+        ap.add_argument("--calibration-schema", help="with --calibration-texts: the schema of "
+                        "every calibration request (Schema.from_dict form, JSON)")  # fmt: skip
+        ap.add_argument("--words-per-span", type=float, default=WORDS_PER_SPAN,
+                        help="span density target: one span >= 0.5 per this many words per "
+                        "field and instance")  # fmt: skip
 
     args = builder_arguments(__doc__, SIZES, CASES, more)
     s = SIZES[args.size]
@@ -294,15 +352,29 @@ def main() -> None:
     # nothing reads it back (from_pretrained builds the encoder from encoder_config/).
     model.config.model_name = model.encoder.config._name_or_path = BACKBONE_NAME
     model.sync_collapsed_decode = False
-    report = {"size": args.size, "seed": args.seed, "cases": len(cases),
-              "count": calibrate_counts(model, cases),
-              "classifier": calibrate_classifier(model, cases),
-              "span": calibrate_spans(model, cases, args.seed)}  # fmt: skip
+    calibration = cases
+    report: dict = {"size": args.size, "seed": args.seed, "cases": len(cases)}
+    if args.calibration_texts is not None:
+        if not args.calibration_schema:
+            raise SystemExit("--calibration-texts needs --calibration-schema")
+        calibration = calibration_cases(args.calibration_texts, args.calibration_schema)
+        report["calibrated_on"] = {"texts": len(calibration),
+                                   "schema": json.loads(args.calibration_schema),
+                                   "threshold": 0.5}  # fmt: skip
+        report["extraction_before"] = extraction_figures(model, calibration)
+    report.update({"count": calibrate_counts(model, calibration),
+                   "classifier": calibrate_classifier(model, calibration),
+                   "span": calibrate_spans(model, calibration, args.seed,
+                                           args.words_per_span)})  # fmt: skip
+    if args.calibration_texts is not None:
+        report["extraction_after"] = extraction_figures(model, calibration)
+        LOG.info("extraction on the calibration texts: %s -> %s",
+                 report["extraction_before"], report["extraction_after"])  # fmt: skip
     if args.out.exists():
         shutil.rmtree(args.out)
     model.save_pretrained(str(args.out))
     LOG.info("saved %s: %s", args.out, sorted(p.name for p in args.out.iterdir()))
-    check_reload(model, args.out, cases)
+    check_reload(model, args.out, calibration)
     if args.report is not None:
         args.report.write_text(json.dumps(report, indent=1, default=_plain) + "\n")
 

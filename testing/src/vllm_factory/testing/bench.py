@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "BenchConfig",
     "Corpus",
+    "PackageBenchSpec",
     "PluginSpec",
     "ServerSpec",
     "build_corpus",
@@ -160,6 +161,32 @@ class PluginSpec:
         # Runtime requirements only: the extras (cpu, cuda, test) are not what serves.
         ours = {Requirement(r).name for r in requires if not Requirement(r).marker}
         return [distribution, *sorted(d for d in ours if d.startswith("vllm-factory-"))]
+
+
+class PackageBenchSpec(PluginSpec):
+    """A spec built from the package's ``benchmarks/bench_spec.py`` path, whose reference comes
+    from a family reference kit: ``reference_kit`` (the kit's class, given the package's
+    ``reference/build_checkpoint.py``) and ``reference_env`` (the kit's venv factory)."""
+
+    reference_kit: Callable[[Path], Any]
+    reference_env: Callable[[], Any]
+
+    def __init__(self, spec_file: str | Path) -> None:
+        self.package = Path(spec_file).resolve().parents[1]
+        self.name = self.package.name
+        kit = type(self).reference_kit
+        self.reference = kit(self.package / "reference" / "build_checkpoint.py")
+
+    def given_env(self, config: BenchConfig) -> Any:
+        """The ``--ref-python`` interpreter as a reference env, or None (the kit's venv)."""
+        from vllm_factory.testing.refenv import GivenPython
+
+        return GivenPython(config.ref_python) if config.ref_python else None
+
+    def reference_python(self, config: BenchConfig) -> Path:
+        if config.ref_python:
+            return Path(config.ref_python)
+        return type(self).reference_env().ensure().python
 
 
 def load_spec(plugin: str | None, spec_path: Path | None) -> PluginSpec:

@@ -74,3 +74,12 @@ def gliner_span_head(
     lstm = int(gliner_config.get("num_rnn_layers", 1)) * 12 * g * g
     per_word = lstm + 2 * 16 * g * g + k * (24 * g * g + 2 * g * labels)
     return float(projection + labels * 16 * g * g + words * per_word)
+
+
+def gliner2_span_head(hidden: int, max_width: int, words: int, queries: int) -> float:
+    """gliner2's markerV0 span head on one prompt of ``words`` text words: the start and end
+    MLPs (h -> 4h -> h) per word, the span MLP (2h -> 4h -> h) on every (word, width), and the
+    span x query dot products (``queries``: instances x fields over the span tasks)."""
+    h = hidden
+    per_word = 2 * 16 * h * h + max_width * (24 * h * h + 2 * h * queries)
+    return float(words * per_word)

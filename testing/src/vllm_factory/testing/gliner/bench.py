@@ -30,7 +30,7 @@ from typing import Any
 from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
     BenchConfig,
-    PluginSpec,
+    PackageBenchSpec,
     ServerSpec,
     repo_root,
     word_pool,
@@ -42,7 +42,7 @@ from vllm_factory.testing.gliner.references import (
     GLiNERReference,
     gliner_env,
 )
-from vllm_factory.testing.refenv import GivenPython, cached_artifact
+from vllm_factory.testing.refenv import cached_artifact
 
 LABELS = ["person", "organization", "location", "date", "product"]
 THRESHOLD = 0.5
@@ -72,23 +72,15 @@ def check_plugin(answer: dict) -> None:
         raise ValueError(f"plugin: expected one entity list, got {str(answer)[:300]}")
 
 
-class GLiNERBenchSpec(PluginSpec):
+class GLiNERBenchSpec(PackageBenchSpec):
     """The spec of the GLiNER package whose ``benchmarks/bench_spec.py`` is ``spec_file``."""
 
     reference_library = "gliner"
-
-    def __init__(self, spec_file: str | Path) -> None:
-        self.package = Path(spec_file).resolve().parents[1]
-        self.name = self.package.name
-        self.reference = GLiNERReference(self.package / "reference" / "build_checkpoint.py")
+    reference_kit = GLiNERReference
+    reference_env = staticmethod(gliner_env)
 
     def word_texts(self) -> list[str]:
         return json.loads(CORPUS.read_text(encoding="utf-8"))["texts"]
-
-    def reference_python(self, config: BenchConfig) -> Path:
-        if config.ref_python:
-            return Path(config.ref_python)
-        return gliner_env().ensure().python
 
     def baseline_args(self) -> list[str]:
         return ["--library", "gliner", "--labels", ",".join(LABELS), "--threshold", str(THRESHOLD)]
@@ -102,7 +94,7 @@ class GLiNERBenchSpec(PluginSpec):
             texts.write_text(json.dumps(self.calibration_texts()))
             calibrate = ["--calibrate", ",".join(LABELS), "--threshold", str(THRESHOLD),
                          "--calibration-texts", texts]  # fmt: skip
-            env = GivenPython(config.ref_python) if config.ref_python else None
+            env = self.given_env(config)
             raw = self.reference.build_checkpoint(
                 target / "gliner", "bench", SEED, calibrate, env=env
             )

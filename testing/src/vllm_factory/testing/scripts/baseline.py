@@ -5,7 +5,7 @@ Run as a script in the reference library's own venv (it imports nothing of vllm-
 
     python baseline.py --library pylate --checkpoint DIR --texts texts.json --out raw.json \
         --device cpu --dtype float32 --warmup 8 --requests 30 --batch-sizes 1,8,32 \
-        --min-batches 2 [--threads K] [--labels a,b,c --threshold 0.5]
+        --min-batches 2 [--threads K] [--labels a,b,c --threshold 0.5] [--schema JSON]
 
 Loads the checkpoint with the library's own class, runs ``--warmup`` texts unmeasured, then
 for each batch size b runs ``texts[W : W + max(requests, min_batches * b)]`` (cyclically) in
@@ -17,7 +17,8 @@ baseline; a text's latency is its chunk's wall time). Writes raw timings only
 Libraries, each called as its users call it on the texts the served requests carry:
 ``pylate`` (``models.ColBERT.encode``, documents), ``sentence-transformers``
 (``SentenceTransformer.encode``, no prompt), ``gliner`` (``GLiNER.inference`` with
-``--labels`` and ``--threshold``).
+``--labels`` and ``--threshold``), ``gliner2`` (``GLiNER2.batch_extract`` with one schema for
+every text, ``--schema`` in ``Schema.from_dict`` form, and ``--threshold``).
 """
 
 from __future__ import annotations
@@ -68,10 +69,25 @@ def load_gliner(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
     return encode, {"labels": labels, "threshold": args.threshold}
 
 
+def load_gliner2(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
+    from gliner2 import GLiNER2, Schema
+
+    model = prepare(GLiNER2.from_pretrained(args.checkpoint).to(args.device), args)
+    schema = json.loads(args.schema)
+
+    def encode(chunk: list[str]) -> Any:
+        return model.batch_extract(
+            chunk, Schema.from_dict(schema), batch_size=len(chunk), threshold=args.threshold
+        )
+
+    return encode, {"schema": schema, "threshold": args.threshold}
+
+
 LIBRARIES = {
     "pylate": load_pylate,
     "sentence-transformers": load_sentence_transformers,
     "gliner": load_gliner,
+    "gliner2": load_gliner2,
 }
 
 
@@ -127,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-batches", type=int, default=2)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--labels", default="", help="gliner: comma-separated entity labels")
-    ap.add_argument("--threshold", type=float, default=0.5, help="gliner: score threshold")
+    ap.add_argument("--threshold", type=float, default=0.5, help="gliner(2): score threshold")
+    ap.add_argument("--schema", default="{}", help="gliner2: the schema, Schema.from_dict JSON")
     args = ap.parse_args(argv)
     import torch
 

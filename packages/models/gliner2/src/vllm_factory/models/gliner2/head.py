@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from vllm_factory.core.pooler import FactoryPooler, PoolerRequest
+from vllm_factory.core.weights import load_by_name
 from vllm_factory.heads.gliner.head import SpanRepLayer
 from vllm_factory.heads.gliner.prompts import prompt_key
 from vllm_factory.models.gliner2.prompts import (
@@ -115,20 +116,8 @@ class GLiNER2Head(FactoryPooler):
             self.to(dtype)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        """Load the library's head names; unknown names raise, missing ones too."""
-        params = dict(self.named_parameters())
-        loaded: set[str] = set()
-        for name, tensor in weights:
-            param = params.get(name)
-            if param is None:
-                raise KeyError(f"unexpected GLiNER2 head weight {name!r}")
-            with torch.no_grad():
-                param.copy_(tensor.to(param.dtype))
-            loaded.add(name)
-        missing = set(params) - loaded
-        if missing:
-            raise KeyError(f"GLiNER2 head weights missing from the checkpoint: {sorted(missing)}")
-        return loaded
+        """Load the library's head names; every parameter must be in the checkpoint."""
+        return load_by_name(self, weights, strict=True)
 
     # -- forward ------------------------------------------------------------------------------
 
