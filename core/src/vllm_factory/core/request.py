@@ -3,6 +3,8 @@ vLLM, so the request models are unit-tested without it)."""
 
 from __future__ import annotations
 
+import math
+
 from pydantic import ValidationError
 
 
@@ -21,6 +23,13 @@ def check_texts(
             raise ValueError(f"{noun}s must not be empty or whitespace only")
         if len(item) > max_chars:
             raise ValueError(f"{noun}s must be at most {max_chars} characters")
+    return value
+
+
+def check_probability(value: float) -> float:
+    """``value`` when it is a finite number in [0, 1] (thresholds); else ``ValueError``."""
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ValueError("must be a number between 0 and 1")
     return value
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from pydantic import BaseModel, ConfigDict, field_validator
-from vllm_factory.core.request import check_texts
+from vllm_factory.core.request import check_probability, check_texts
 
 MAX_TEXTS_PER_REQUEST = 256
 MAX_CHARS_PER_TEXT = 100_000
@@ -42,9 +40,7 @@ class GLiNERRequest(BaseModel):
     @field_validator("threshold")
     @classmethod
     def _check_threshold(cls, value: float) -> float:
-        if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-            raise ValueError("must be a number between 0 and 1")
-        return value
+        return check_probability(value)
 
     @property
     def texts(self) -> list[str]:

@@ -365,9 +365,11 @@ def _dedupe(values: Any, confidence: bool) -> Any:
     return values
 
 
-def _format_entities(entities: dict, confidence: bool) -> dict:
+def _format_values(values: dict, confidence: bool) -> dict:
+    """An entity-type map or a record: lists without repeats, empty values as None (the
+    library's ``format_entity_dict`` and ``format_struct``, which do the same here)."""
     out = {}
-    for name, value in entities.items():
+    for name, value in values.items():
         if isinstance(value, list):
             out[name] = _dedupe(value, confidence)
         elif isinstance(value, tuple):
@@ -375,21 +377,6 @@ def _format_entities(entities: dict, confidence: bool) -> dict:
             out[name] = {"text": text, "confidence": conf} if confidence and text else text
         else:
             out[name] = value or None
-    return out
-
-
-def _format_record(record: dict, confidence: bool) -> dict:
-    out = {}
-    for name, value in record.items():
-        if isinstance(value, list):
-            out[name] = _dedupe(value, confidence)
-        elif isinstance(value, tuple):
-            text, conf = value[0], value[1]
-            out[name] = {"text": text, "confidence": conf} if confidence and text else text
-        elif value:
-            out[name] = value
-        else:
-            out[name] = None
     return out
 
 
@@ -424,9 +411,9 @@ def format_results(results: dict, plan: SchemaPlan, confidence: bool) -> dict:
                 formatted[key] = {} if key == "entities" else value
             elif isinstance(value[0], dict):
                 if key == "entities":
-                    formatted[key] = _format_entities(value[0], confidence)
+                    formatted[key] = _format_values(value[0], confidence)
                 else:
-                    formatted[key] = [_format_record(v, confidence) for v in value]
+                    formatted[key] = [_format_values(v, confidence) for v in value]
             elif isinstance(value[0], tuple):
                 formatted[key] = (
                     [{"label": lab, "confidence": c} for lab, c in value]
@@ -439,7 +426,7 @@ def format_results(results: dict, plan: SchemaPlan, confidence: bool) -> dict:
             label, conf = value
             formatted[key] = {"label": label, "confidence": conf} if confidence else label
         elif isinstance(value, dict):
-            formatted[key] = _format_record(value, confidence)
+            formatted[key] = _format_values(value, confidence)
         else:
             formatted[key] = value
     for name in requested:

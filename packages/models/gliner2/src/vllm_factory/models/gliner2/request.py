@@ -10,11 +10,10 @@ returns) or exactly one short form: ``"entities"`` (as ``extract_entities`` take
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from vllm_factory.core.request import check_texts
+from vllm_factory.core.request import check_probability, check_texts
 from vllm_factory.models.gliner2.schema import (
     SchemaError,
     SchemaPlan,
@@ -52,9 +51,7 @@ class GLiNER2Request(BaseModel):
     @field_validator("threshold")
     @classmethod
     def _check_threshold(cls, value: float) -> float:
-        if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-            raise ValueError("must be a number between 0 and 1")
-        return value
+        return check_probability(value)
 
     @field_validator("max_len")
     @classmethod
