@@ -20,10 +20,15 @@ from vllm_factory.testing.fixtures import (
 from vllm_factory.testing.gliner.references import GLiNERReference
 
 
-def reference_fixture(conftest_file: str | Path) -> Callable:
+def reference_fixture(conftest_file: str | Path, variant: str = "") -> Callable:
     """The session fixture ``gliner_reference`` of the package whose ``tests/conftest.py`` is
-    ``conftest_file``: the family kit on its ``reference/build_checkpoint.py``."""
-    reference = GLiNERReference(package_dir(conftest_file) / "reference" / "build_checkpoint.py")
+    ``conftest_file``: the family kit on its ``reference/build_checkpoint.py``. A conftest
+    one folder deeper (``tests/<suite>/conftest.py``) serves a checkpoint ``variant`` of the
+    same builder (:attr:`GLiNERReference.VARIANTS`) to the tests of its folder."""
+    package = package_dir(conftest_file)
+    if not (package / "reference").is_dir():
+        package = package.parent
+    reference = GLiNERReference(package / "reference" / "build_checkpoint.py", variant)
     return session_value("gliner_reference", reference)
 
 

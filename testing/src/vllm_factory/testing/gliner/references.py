@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
 
@@ -38,11 +39,18 @@ class GLiNERReference:
     after the package."""
 
     CORPUS = CORPUS
+    # Builder options per checkpoint variant (``bi-encoder``: gliner's bi-encoder span model,
+    # labels through their own encoder, as the GLiNER linker models have it).
+    VARIANTS: ClassVar[dict[str, list[str]]] = {"": [], "bi-encoder": ["--bi-encoder"]}
 
-    def __init__(self, module_file: str | Path) -> None:
+    def __init__(self, module_file: str | Path, variant: str = "") -> None:
+        if variant not in self.VARIANTS:
+            raise ValueError(f"unknown GLiNER checkpoint variant {variant!r}")
         self.folder = Path(module_file).resolve().parent
         self.builder = self.folder / "build_checkpoint.py"
-        self.name = self.folder.parent.name.replace("_", "-") + "-reference"
+        self.variant = variant
+        suffix = f"-{variant}" if variant else ""
+        self.name = self.folder.parent.name.replace("_", "-") + suffix + "-reference"
 
     def build_checkpoint(
         self,
@@ -56,8 +64,9 @@ class GLiNERReference:
         ``calibrate``: ``--calibrate`` arguments (labels whose entity density to calibrate,
         ``--threshold``), for bench checkpoints. Made in ``env`` (default: the gliner venv)."""
         (env or gliner_env()).ensure().run(
-            self.builder, "--out", out, "--seed", seed, "--size", size, *calibrate
-        )
+            self.builder, "--out", out, "--seed", seed, "--size", size,
+            *self.VARIANTS[self.variant], *calibrate,
+        )  # fmt: skip
         return out
 
     def _build(self, target: Path) -> None:

@@ -35,6 +35,8 @@ TARGET_LOGIT_STD = 2.5
 # candidates, so an uncalibrated bench measures the decoder rather than the model.
 WORDS_PER_ENTITY = 10.0
 CALIBRATION_TEXTS, CALIBRATION_WORDS = 8, 200
+# The bi-encoder's label encoder is built with the backbone's builder at seed + this.
+LABELS_SEED = 7
 
 
 def corpus_pairs(corpus: dict) -> list[tuple[str, list[str]]]:
@@ -119,6 +121,7 @@ def build_gliner(
     out: Path,
     center: bool = False,
     calibrate: tuple[list[str], float, list[str]] | None = None,
+    labels_dir: Path | None = None,
 ) -> None:
     """gliner's own span model on the saved backbone + tokenizer in ``backbone_dir`` (any
     encoder gliner supports): add its marker tokens, resize, scale the scores, save to ``out``.
@@ -126,30 +129,42 @@ def build_gliner(
     share a large common direction, which otherwise puts nearly every score near 1).
     ``calibrate`` (labels, threshold, texts): then lower every score to a trained model's
     entity density (:func:`calibrate_density`; the figures go to ``out/calibration.json``).
+    ``labels_dir``: a saved encoder + tokenizer for the labels: gliner's bi-encoder span model
+    (text words alone through ``backbone_dir``, each label mean-pooled through this encoder;
+    no marker tokens), saved with its ``labels_tokenizer/`` as gliner saves it.
     """
-    # Only the GLiNER venv has it. The span class directly: GLiNER(config) swaps __class__,
+    # Only the GLiNER venv has it. The span classes directly: GLiNER(config) swaps __class__,
     # which fails on this torch version.
     from gliner import GLiNER, GLiNERConfig
-    from gliner.model import UniEncoderSpanGLiNER
+    from gliner.config import BiEncoderSpanConfig
+    from gliner.model import BiEncoderSpanGLiNER, UniEncoderSpanGLiNER
 
-    config = GLiNERConfig(
-        model_name=str(backbone_dir), hidden_size=s["gliner_hidden"],
-        max_width=s["max_width"], max_len=s["max_len"], span_mode="markerV0",
-        subtoken_pooling="first", num_rnn_layers=1, dropout=0.1,
-        words_splitter_type="whitespace",
-    )  # fmt: skip
+    settings = {
+        "model_name": str(backbone_dir), "hidden_size": s["gliner_hidden"],
+        "max_width": s["max_width"], "max_len": s["max_len"], "span_mode": "markerV0",
+        "subtoken_pooling": "first", "num_rnn_layers": 1, "dropout": 0.1,
+        "words_splitter_type": "whitespace",
+    }  # fmt: skip
+    if labels_dir is None:
+        config = GLiNERConfig(**settings)
+    else:
+        config = BiEncoderSpanConfig(labels_encoder=str(labels_dir), **settings)
     torch.manual_seed(seed + 1)
-    model = UniEncoderSpanGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
-    model.data_processor.transformer_tokenizer.add_tokens(
-        model._get_special_tokens(), special_tokens=True
-    )
-    model.resize_embeddings()
+    if labels_dir is None:
+        model = UniEncoderSpanGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
+        model.data_processor.transformer_tokenizer.add_tokens(
+            model._get_special_tokens(), special_tokens=True
+        )
+        model.resize_embeddings()
+    else:
+        model = BiEncoderSpanGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
     model.eval()
 
     # Random heads give logits near 0: scale the label projection's last layer (the
     # logits are linear in it) so that scores cover (0, 1).
     last = model.model.prompt_rep_layer[-1]
-    if center:
+    # Mean-pooled random label vectors share one large direction too: always centred.
+    if center or labels_dir is not None:
         label_vectors: list[torch.Tensor] = []
         hook = model.model.prompt_rep_layer.register_forward_hook(
             lambda _module, _args, output: label_vectors.append(
@@ -210,10 +225,18 @@ def main(
             texts = (json.loads(args.calibration_texts.read_text()) if args.calibration_texts
                      else calibration_texts(corpus, args.seed))  # fmt: skip
             calibrate = (args.calibrate.split(","), args.threshold, texts)
-        build_gliner(backbone_dir, s, args.seed, corpus, args.out, center, calibrate)
+        labels_dir = None
+        if args.bi_encoder:  # the label encoder: the same kind of encoder, other weights
+            labels_dir = Path(tmp) / "labels"
+            build_backbone(tok, s, args.seed + LABELS_SEED).save_pretrained(labels_dir)
+            tok.save_pretrained(labels_dir)
+        build_gliner(backbone_dir, s, args.seed, corpus, args.out, center, calibrate, labels_dir)
 
 
 def _calibration_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--bi-encoder", action="store_true", help="gliner's bi-encoder span model "
+                    "(labels through their own encoder of the backbone's kind, as the GLiNER "
+                    "linker models have it)")  # fmt: skip
     ap.add_argument("--calibrate", metavar="LABELS", help="comma-separated: calibrate the "
                     "entity density of these labels (bench checkpoints)")  # fmt: skip
     ap.add_argument("--threshold", type=float, default=0.5, help="with --calibrate")

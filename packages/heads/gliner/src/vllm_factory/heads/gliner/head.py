@@ -1,6 +1,7 @@
 """The GLiNER span head as a ``FactoryPooler`` (pure torch, no vLLM import).
 
 Per prompt: encoder token states -> (projection) -> label vectors at the ``<<ENT>>`` tokens
+(bi-encoders: from the label encoder, cached; :mod:`~vllm_factory.heads.gliner.labels`)
 and word vectors from each word's sub-tokens -> (BiLSTM over words) -> markerV0 span vectors
 for every (start, width < max_width) -> span x label dot products -> sigmoid. Output: one
 float32 ``[num_words, max_width, num_labels]`` tensor per prompt.
@@ -32,6 +33,13 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from vllm_factory.core.pooler import FactoryPooler, PoolerRequest
+from vllm_factory.heads.gliner.labels import (
+    LabelEncoderModule,
+    LabelVectorCache,
+    cache_size_from_env,
+    encode_labels,
+    label_ids_for,
+)
 from vllm_factory.heads.gliner.prompts import WordLayout, layout_for
 from vllm_factory.heads.gliner.settings import GLiNERSettings
 
@@ -46,10 +54,21 @@ def projection(width: int, out: int | None = None) -> nn.Sequential:
     )
 
 
-class TokenProjection(nn.Module):
-    def __init__(self, encoder_width: int, width: int) -> None:
+class TokenRepLayer(nn.Module):
+    """gliner's ``token_rep_layer`` minus the text encoder (that is the vLLM backbone): the
+    projection of the encoder output when the widths differ, and for a bi-encoder the label
+    encoder with its own projection (:mod:`~vllm_factory.heads.gliner.labels`)."""
+
+    def __init__(self, settings: GLiNERSettings) -> None:
         super().__init__()
-        self.projection = nn.Linear(encoder_width, width)
+        width = settings.hidden_size
+        if settings.has_projection:
+            self.projection = nn.Linear(settings.encoder_hidden_size, width)
+        if settings.labels_encoder_config is not None:
+            self.labels_encoder = LabelEncoderModule(settings.labels_encoder_config)
+            labels_width = settings.labels_encoder_hidden_size
+            if labels_width != width:
+                self.labels_projection = nn.Linear(labels_width, width)
 
 
 class WordLSTM(nn.Module):
@@ -157,8 +176,12 @@ class GLiNERSpanHead(FactoryPooler):
         super().__init__()
         self.settings = settings
         width = settings.hidden_size
-        if settings.has_projection:
-            self.token_rep_layer = TokenProjection(settings.encoder_hidden_size, width)
+        if settings.has_projection or settings.bi_encoder:
+            self.token_rep_layer = TokenRepLayer(settings)
+        if settings.bi_encoder:
+            self.label_cache = LabelVectorCache(cache_size_from_env())
+            pad = (settings.labels_encoder_config or {}).get("pad_token_id")
+            self.labels_pad_id = int(pad) if pad is not None else 0
         if settings.num_rnn_layers > 0:
             self.rnn = WordLSTM(width, settings.num_rnn_layers)
         self.span_rep_layer = SpanRepLayer(width, settings.max_width)
@@ -169,11 +192,17 @@ class GLiNERSpanHead(FactoryPooler):
     # -- weights ------------------------------------------------------------------------
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        """Load gliner state-dict names (``rnn.lstm.weight_ih_l0``, ...); unknown names raise."""
+        """Load gliner state-dict names (``rnn.lstm.weight_ih_l0``, ...); unknown names raise.
+        A bi-encoder's label encoder may also save buffers (e.g. position ids): copied too."""
         params = dict(self.named_parameters())
+        buffers = dict(self.named_buffers())
         loaded: set[str] = set()
         for name, tensor in weights:
             param = params.get(name)
+            if param is None and name in buffers:
+                with torch.no_grad():
+                    buffers[name].copy_(tensor.to(buffers[name].dtype))
+                continue
             if param is None:
                 raise KeyError(f"unexpected GLiNER head weight {name!r}")
             with torch.no_grad():
@@ -193,34 +222,73 @@ class GLiNERSpanHead(FactoryPooler):
         :class:`StepPlan`); the others get :meth:`no_scores`."""
         outputs: list[torch.Tensor | None] = [None] * len(requests)
         scored: list[tuple[int, WordLayout, np.ndarray]] = []
+        bi_labels: list[list[list[int]]] = []  # bi-encoder: each scored prompt's label ids
         for i, (hidden, request) in enumerate(zip(hidden_states, requests)):
             layout = layout_for(request.extra, request.token_ids)
             rows = min(hidden.shape[0], len(request.token_ids))
-            labels = None if layout is None else self.label_positions(request.token_ids)
-            if layout is None or not layout.fits(rows) or (len(labels) and labels[-1] >= rows):
+            if self.settings.bi_encoder:
+                label_ids = label_ids_for(request.extra)
+                labels = None if label_ids is None else np.arange(len(label_ids))
+            else:
+                labels = None if layout is None else self.label_positions(request.token_ids)
+            if (
+                layout is None
+                or labels is None
+                or not layout.fits(rows)
+                or (not self.settings.bi_encoder and len(labels) and labels[-1] >= rows)
+            ):
                 self._log_unscored(layout)
-                outputs[i] = self.no_scores(request.token_ids, hidden.device)
+                outputs[i] = self.no_scores(request, hidden.device)
             elif not layout.counts:  # a text without words: nothing to score
-                outputs[i] = self.no_scores(request.token_ids, hidden.device)
+                outputs[i] = self.no_scores(request, hidden.device)
             else:
                 scored.append((i, layout, labels))
+                if self.settings.bi_encoder:
+                    bi_labels.append(label_ids)  # type: ignore[arg-type]
         if scored:
+            label_table = None
+            if self.settings.bi_encoder:  # one table of the step's labels, rows per prompt
+                flat = [ids for prompt in bi_labels for ids in prompt]
+                label_table = self.label_vectors(flat, hidden_states[scored[0][0]].device)
+                starts = np.cumsum([0, *[len(p) for p in bi_labels[:-1]]])
+                scored = [(i, lay, lab + start) for (i, lay, lab), start in zip(scored, starts)]
             plan = StepPlan.build(
                 [hidden_states[i].shape[0] for i, _, _ in scored],
                 [labels for _, _, labels in scored],
                 [layout for _, layout, _ in scored],
                 self.settings.subtoken_pooling,
+                labels_in_tokens=label_table is None,
             )
             hidden = [hidden_states[i] for i, _, _ in scored]
-            for (i, _, _), scores in zip(scored, self.score(hidden, plan)):
+            for (i, _, _), scores in zip(scored, self.score(hidden, plan, label_table)):
                 outputs[i] = scores
         return outputs  # type: ignore[return-value]
 
-    def no_scores(self, token_ids: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    def label_vectors(self, label_ids: list[list[int]], device: torch.device) -> torch.Tensor:
+        """Bi-encoder: final label vectors ``[len(label_ids), width]`` (after
+        ``prompt_rep_layer``), from the cache or encoded (all misses of the step at once)."""
+        layer = self.token_rep_layer
+        dtype = self.prompt_rep_layer[0].weight.dtype
+
+        def encode(missing: list) -> torch.Tensor:
+            pooled = encode_labels(
+                layer.labels_encoder.model,
+                getattr(layer, "labels_projection", None),
+                missing,
+                self.labels_pad_id,
+                device,
+            )
+            return self.prompt_rep_layer(pooled.to(dtype))
+
+        return self.label_cache.vectors(label_ids, encode)
+
+    def no_scores(self, request: PoolerRequest, device: torch.device) -> torch.Tensor:
         """The well-formed empty result ``[0, max_width, num_labels]`` of an unscored prompt."""
         labels = 0
-        if token_ids is not None:
-            labels = int((token_ids == self.settings.class_token_index).sum())
+        if self.settings.bi_encoder:
+            labels = len(label_ids_for(request.extra) or ())
+        elif request.token_ids is not None:
+            labels = int((request.token_ids == self.settings.class_token_index).sum())
         return torch.zeros((0, self.settings.max_width, labels), device=device)
 
     @classmethod
@@ -242,7 +310,12 @@ class GLiNERSpanHead(FactoryPooler):
         positions = (token_ids == self.settings.class_token_index).nonzero().flatten().numpy()
         return positions if self.settings.embed_ent_token else positions + 1
 
-    def score(self, hidden: Sequence[torch.Tensor], plan: StepPlan) -> list[torch.Tensor]:
+    def score(
+        self,
+        hidden: Sequence[torch.Tensor],
+        plan: StepPlan,
+        label_table: torch.Tensor | None = None,
+    ) -> list[torch.Tensor]:
         """Sigmoid scores ``[num_words, max_width, num_labels]`` (float32), one per prompt of
         ``plan``, in its input order.
 
@@ -250,15 +323,18 @@ class GLiNERSpanHead(FactoryPooler):
         batch. Span vectors are made and scored a ``SPAN_CHUNK`` at a time, against the label
         vectors of the whole step (a few per cent more dot products than each text's own
         labels, in one matmul), so the memory a step needs stays bounded whatever vLLM
-        schedules."""
+        schedules. A bi-encoder's label vectors are rows of ``label_table``."""
         dtype = self.prompt_rep_layer[0].weight.dtype
         tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(dtype)
         if self.settings.has_projection:
             tokens = self.token_rep_layer.projection(tokens)
         index = plan.device_index(tokens.device)
-        labels = self.prompt_rep_layer(tokens[index["label_row"]])  # [all labels, width]
+        if label_table is None:  # [all labels, width]
+            labels = self.prompt_rep_layer(tokens[index["label_row"]])
+        else:
+            labels = label_table[index["label_row"]]
         words = self.word_vectors(tokens, plan, index)
-        if self.settings.num_rnn_layers > 0:
+        if self.settings.runs_rnn:
             padded = words.new_zeros(plan.batch * plan.max_words, words.shape[-1])
             padded[index["word_slot"]] = words
             padded = self.rnn(padded.view(plan.batch, plan.max_words, -1), plan.lengths)
@@ -333,8 +409,11 @@ class StepPlan:
         label_positions: Sequence[np.ndarray],
         layouts: Sequence[WordLayout],
         pooling: str,
+        labels_in_tokens: bool = True,
     ) -> StepPlan:
-        """``num_tokens[i]`` hidden rows, label token positions and word layout of prompt i."""
+        """``num_tokens[i]`` hidden rows, label token positions and word layout of prompt i.
+        ``labels_in_tokens=False`` (bi-encoders): ``label_positions`` are rows of the step's
+        label table, not token positions."""
         token_offsets = np.cumsum([0, *num_tokens[:-1]])
         words_of = [len(layout.counts) for layout in layouts]
         order = sorted(range(len(layouts)), key=lambda i: -words_of[i])
@@ -342,7 +421,8 @@ class StepPlan:
         label_row, word_row, word_of_row, word_slot, first, length = [], [], [], [], [], []
         row_offset = 0
         for batch_row, i in enumerate(order):
-            label_row.append(token_offsets[i] + label_positions[i])
+            label_offset = token_offsets[i] if labels_in_tokens else 0
+            label_row.append(label_offset + label_positions[i])
             counts = np.asarray(layouts[i].counts, dtype=np.int64)
             count = len(counts)
             starts = token_offsets[i] + layouts[i].first_token + np.cumsum(counts) - counts

@@ -11,6 +11,10 @@ count per word, about one byte per word). Online, vLLM sends one ``PoolingParams
 prompts of a request, which is why the layouts are keyed by prompt content. The engine sends
 back the sigmoid score tensor ``[words, max_width, labels]``; thresholds and decoding are
 applied here, so they cost the engine nothing.
+
+Bi-encoder checkpoints: the prompt is the text's words alone, and the request's labels travel
+as token ids of the checkpoint's label tokenizer (``LABELS_KEY``, one list for all prompts of
+the request); the engine encodes each label once and caches its vector by those ids.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from transformers import AutoTokenizer
 from vllm_factory.core import compat
 from vllm_factory.core.io_processor import FactoryIOProcessor
 from vllm_factory.heads.gliner.decoding import checked_scores, decode_spans, to_entities
+from vllm_factory.heads.gliner.labels import LABELS_KEY
+from vllm_factory.heads.gliner.prep import LABELS_TOKENIZER_DIR
 from vllm_factory.heads.gliner.prompts import (
     LAYOUT_KEY,
     WordLayout,
@@ -56,9 +62,17 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         self.tokenizer = set_special_token_flags(
             AutoTokenizer.from_pretrained(self.checkpoint.model, revision=self.checkpoint.revision)
         )
-        for token in (self.settings.ent_token, self.settings.sep_token):
-            if self.tokenizer.convert_tokens_to_ids(token) in (None, self.tokenizer.unk_token_id):
-                raise ValueError(f"the tokenizer has no {token!r} token: not a GLiNER checkpoint")
+        if self.settings.bi_encoder:
+            self.labels_tokenizer = self.load_labels_tokenizer()
+        else:  # a uni-encoder's label prompt is built from its marker tokens
+            for token in (self.settings.ent_token, self.settings.sep_token):
+                if self.tokenizer.convert_tokens_to_ids(token) in (
+                    None,
+                    self.tokenizer.unk_token_id,
+                ):
+                    raise ValueError(
+                        f"the tokenizer has no {token!r} token: not a GLiNER checkpoint"
+                    )
         # gliner truncates at the tokenizer's model_max_length; vLLM cannot go past
         # --max-model-len, so that is a hard cap (only then do results differ from gliner).
         limit = int(self.tokenizer.model_max_length)
@@ -72,12 +86,53 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             )
         self._latest = threading.local()  # pre_process -> merge_pooling_params, same thread
 
+    def load_labels_tokenizer(self) -> Any:
+        """A bi-encoder's label tokenizer: ``labels_tokenizer/`` as gliner saves it."""
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(
+                self.checkpoint.model,
+                subfolder=LABELS_TOKENIZER_DIR,
+                revision=self.checkpoint.revision,
+            )
+        except (OSError, ValueError) as error:
+            raise ValueError(
+                f"{self.checkpoint.model} is a bi-encoder GLiNER without a readable "
+                f"{LABELS_TOKENIZER_DIR}/ folder (gliner's save_pretrained writes one): {error}"
+            ) from None
+        # gliner truncates labels at the tokenizer's limit; the encoder cannot go past its
+        # positions, so a longer label is refused instead (a 400 naming data.labels).
+        limit = int(tokenizer.model_max_length)
+        positions = (self.settings.labels_encoder_config or {}).get("max_position_embeddings")
+        self.label_truncation = limit if limit < 1_000_000 else None
+        self.label_token_limit = min(limit, int(positions)) if positions else limit
+        return tokenizer
+
     # -- request -> prompts --------------------------------------------------------------------
 
+    def encode_labels(self, labels: Sequence[str]) -> list[list[int]]:
+        """A bi-encoder's label token ids, as gliner's label tokenizer call makes them."""
+        truncate = self.label_truncation is not None
+        encoded = self.labels_tokenizer(
+            list(labels), truncation=truncate, max_length=self.label_truncation
+        )["input_ids"]
+        for label, ids in zip(labels, encoded):
+            if len(ids) > self.label_token_limit:
+                raise compat.validation_error(
+                    f"data.labels: {label[:40]!r} is {len(ids)} label tokens; the label "
+                    f"encoder takes at most {self.label_token_limit}",
+                    "data.labels",
+                )
+        return [list(ids) for ids in encoded]
+
     def encode(self, text: str, labels: Sequence[str]) -> tuple[list[int], WordLayout]:
-        """Token ids and word layout of one text, exactly as gliner builds them."""
+        """Token ids and word layout of one text, exactly as gliner builds them (a
+        bi-encoder's prompt is the text's words alone)."""
         words = [w.text for w in split_words(text, self.settings.max_len)]
-        prompt = prompt_words(labels, self.settings.ent_token, self.settings.sep_token)
+        prompt = (
+            []
+            if self.settings.bi_encoder
+            else prompt_words(labels, self.settings.ent_token, self.settings.sep_token)
+        )
         encoding = self.tokenizer(
             prompt + words, is_split_into_words=True, truncation=True, max_length=self.token_limit
         )
@@ -86,12 +141,16 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
 
     def build_prompts(self, request: GLiNERRequest) -> list[list[int]]:
         labels = unique_labels(request.labels)
-        for label in labels:
-            for token in (self.settings.ent_token, self.settings.sep_token):
-                if token in label:
-                    raise compat.validation_error(
-                        f"data.labels: labels must not contain {token!r}", "data.labels"
-                    )
+        label_ids = None
+        if self.settings.bi_encoder:
+            label_ids = self.encode_labels(labels)
+        else:
+            for label in labels:
+                for token in (self.settings.ent_token, self.settings.sep_token):
+                    if token in label:
+                        raise compat.validation_error(
+                            f"data.labels: labels must not contain {token!r}", "data.labels"
+                        )
         prompts, layouts = [], {}
         for text in request.texts:
             ids, layout = self.encode(text, labels)
@@ -104,13 +163,18 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             prompts.append(ids)
             layouts[prompt_key(ids)] = layout.to_wire()
         self._latest.layouts = layouts
+        self._latest.label_ids = label_ids
         return prompts
 
     def merge_pooling_params(self, params: Any = None) -> Any:
         params = super().merge_pooling_params(params)
         if getattr(params, "task", None) == "plugin":
             layouts = getattr(self._latest, "layouts", None) or {}
-            params.extra_kwargs = {**(params.extra_kwargs or {}), LAYOUT_KEY: layouts}
+            extra = {**(params.extra_kwargs or {}), LAYOUT_KEY: layouts}
+            label_ids = getattr(self._latest, "label_ids", None)
+            if label_ids is not None:  # bi-encoder: one label list for all prompts
+                extra[LABELS_KEY] = label_ids
+            params.extra_kwargs = extra
         return params
 
     # -- outputs -> response ---------------------------------------------------------------------

@@ -7,9 +7,9 @@ a directory that ``vllm serve`` loads directly.
 OUT_DIR gets ``config.json`` (the encoder's Hugging Face config from gliner_config.json, plus
 ``architectures`` = our model class and ``io_processor_plugin`` so that
 ``--io-processor-plugin`` is optional), ``gliner_config.json``, the weights and the tokenizer
-files. The architecture is looked up from the installed GLiNER model packages: each declares
-``GLINER_ENCODER_TYPES`` (encoder ``model_type`` values), ``ARCHITECTURE`` and
-``IO_PROCESSOR`` in its package ``__init__``.
+files (and a bi-encoder's ``labels_tokenizer/`` folder). The architecture is looked up from
+the installed GLiNER model packages: each declares ``GLINER_ENCODER_TYPES`` (encoder
+``model_type`` values), ``ARCHITECTURE`` and ``IO_PROCESSOR`` in its package ``__init__``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from vllm_factory.heads.gliner.settings import CONFIG_FILE, parse_settings
 logger = logging.getLogger("vllm_factory.prep")
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+LABELS_TOKENIZER_DIR = "labels_tokenizer"  # a bi-encoder's label tokenizer (gliner's layout)
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "added_tokens.json", "spm.model", "sentencepiece.bpe.model", "tokenizer.model",
@@ -154,6 +155,11 @@ def prepare(
     for path in [weights[0], *tokenizer]:  # safetensors preferred when both exist
         logger.info("copying %s", path.name)
         copy_with_progress(path, out / path.name)
+    if settings.bi_encoder:  # gliner saves a bi-encoder's label tokenizer in a folder
+        labels = source / LABELS_TOKENIZER_DIR
+        if not (labels / "tokenizer_config.json").is_file():
+            raise PrepError(f"{source} is a bi-encoder GLiNER without {LABELS_TOKENIZER_DIR}/")
+        shutil.copytree(labels, out / LABELS_TOKENIZER_DIR, dirs_exist_ok=True)
     logger.info(
         "prepared %s: architecture %s, IOProcessor %s (encoder %s)",
         out, architecture, io_processor, model_type,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 CONFIG_FILE = "gliner_config.json"
 SUBTOKEN_POOLING = ("first", "last", "mean", "max")
 SPAN_MODES = ("markerV0",)
+MODEL_TYPES = (None, "gliner_uni_encoder_span", "gliner_bi_encoder_span")
 
 
 class UnsupportedGLiNERConfig(ValueError):
@@ -29,10 +30,27 @@ class GLiNERSettings:
     sep_token: str
     words_splitter_type: str
     encoder_model_type: str
+    # Bi-encoder checkpoints: the label encoder's Hugging Face config (labels are encoded by
+    # it and mean-pooled, not read at <<ENT>> tokens of the prompt); None for uni-encoders.
+    labels_encoder_config: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def has_projection(self) -> bool:
         return self.hidden_size != self.encoder_hidden_size
+
+    @property
+    def bi_encoder(self) -> bool:
+        return self.labels_encoder_config is not None
+
+    @property
+    def runs_rnn(self) -> bool:
+        """Whether gliner runs the word BiLSTM: its bi-encoder span model builds (and saves)
+        one but never calls it (gliner 0.2.29), so neither do we."""
+        return self.num_rnn_layers > 0 and not self.bi_encoder
+
+    @property
+    def labels_encoder_hidden_size(self) -> int | None:
+        return _encoder_width(self.labels_encoder_config)
 
 
 def _require(config: dict[str, Any], key: str) -> Any:
@@ -63,9 +81,15 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
         raise UnsupportedGLiNERConfig(
             f"{CONFIG_FILE} has no encoder_config with a hidden_size (saved by an old gliner?)"
         )
+    labels_config = config.get("labels_encoder_config")
+    bi_encoder = bool(config.get("labels_encoder")) or labels_config is not None
+    if bi_encoder and _encoder_width(labels_config) is None:
+        raise UnsupportedGLiNERConfig(
+            f"{CONFIG_FILE} names a labels_encoder but has no labels_encoder_config with a "
+            "hidden_size (saved by an old gliner?)"
+        )
     # Variants with other heads or extra modules: refuse rather than serve wrong scores.
     for key, what in (
-        ("labels_encoder", "bi-encoder"),
         ("labels_decoder", "label decoder"),
         ("relations_layer", "relation extraction"),
         ("span_encoder_config", "span context encoder"),
@@ -76,8 +100,12 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
         if config.get(key):
             raise UnsupportedGLiNERConfig(f"{key} is set: {what} GLiNER models are not supported")
     model_type = config.get("model_type")
-    if model_type not in (None, "gliner_uni_encoder_span"):
-        raise UnsupportedGLiNERConfig(f"model_type {model_type!r} is not a uni-encoder span GLiNER")
+    if model_type not in MODEL_TYPES:
+        raise UnsupportedGLiNERConfig(f"model_type {model_type!r} is not a span GLiNER")
+    if (model_type == "gliner_bi_encoder_span") != bi_encoder and model_type is not None:
+        raise UnsupportedGLiNERConfig(
+            f"model_type {model_type!r} does not match labels_encoder_config"
+        )
     span_mode = config.get("span_mode", "markerV0")
     if span_mode not in SPAN_MODES:
         raise UnsupportedGLiNERConfig(
@@ -91,8 +119,12 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
         raise UnsupportedGLiNERConfig(
             f"words_splitter_type {splitter!r} is not supported (only 'whitespace')"
         )
-    class_index = int(_require(config, "class_token_index"))
-    if class_index < 0:
+    # A bi-encoder's prompt has no label markers (gliner never adds them: index -1).
+    index = (
+        config.get("class_token_index", -1) if bi_encoder else _require(config, "class_token_index")
+    )
+    class_index = int(index)
+    if class_index < 0 and not bi_encoder:
         raise UnsupportedGLiNERConfig("class_token_index is -1: the checkpoint was never resized")
     return GLiNERSettings(
         hidden_size=int(_require(config, "hidden_size")),
@@ -108,6 +140,7 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
         sep_token=str(config.get("sep_token", "<<SEP>>")),
         words_splitter_type=splitter,
         encoder_model_type=str(encoder.get("model_type", "deberta-v2")),
+        labels_encoder_config=dict(labels_config) if bi_encoder else None,
     )
 
 
