@@ -77,6 +77,7 @@ class Job:
     dtype: str
     mode: str
     kernels: str = "on"
+    suite: str = PARITY_SUITE
 
     @property
     def id(self) -> str:
@@ -102,8 +103,11 @@ class Result:
     note: str = ""
 
 
-def model_packages(only: list[str] | None) -> dict[str, Path]:
-    """``{plugin: package dir}`` for every package that ships an IOProcessor plugin."""
+def model_packages(only: list[str] | None) -> dict[str, tuple[Path, str]]:
+    """``{plugin: (package dir, parity suite)}`` for every package that ships an IOProcessor
+    plugin. A package's checkpoint variants with a parity suite of their own
+    (``tests/<variant>/test_*parity.py``, e.g. GLiNER bi-encoders) are plugins
+    ``<plugin>.<variant>``."""
     found = {}
     for package in workspace.packages():
         pyproject = package.path / "pyproject.toml"
@@ -111,7 +115,14 @@ def model_packages(only: list[str] | None) -> dict[str, Path]:
         plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})
         if package.served and plugins and (package.path / PARITY_SUITE).exists():
             name = next(iter(plugins)).removesuffix("_io")
-            found[name] = package.path
+            found[name] = (package.path, PARITY_SUITE)
+            for suite in sorted(package.path.glob("tests/*/test_*parity.py")):
+                variant = suite.parent.name
+                if variant != "integration":
+                    found[f"{name}.{variant}"] = (
+                        package.path,
+                        str(suite.relative_to(package.path)),
+                    )
     if only:
         missing = set(only) - set(found)
         if missing:
@@ -184,7 +195,7 @@ def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> 
     if job.kernels == "off":
         env["VLLM_FACTORY_DISABLE_TRITON"] = "1"
     cmd = [
-        sys.executable, "-m", "pytest", str(job.package / PARITY_SUITE), "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", str(job.package / job.suite), "-p", "no:cacheprovider",
         "-q", "-rA", f"--junitxml={junit}", "-o", "junit_family=xunit2",
     ]  # fmt: skip
     started = time.monotonic()
@@ -432,15 +443,18 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out or ROOT / "gpu" / "results" / gpu_slug(gpu)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     jobs = [
-        Job(plugin, package, dtype, mode)
+        Job(plugin, package, dtype, mode, suite=suite)
         for dtype in args.dtypes.split(",")
         for mode in args.modes.split(",")
-        for plugin, package in packages.items()
+        for plugin, (package, suite) in packages.items()
     ]
     off = packages if args.kernels_off == "all" else {}
     if args.kernels_off not in ("all", "none"):
         off = {p: packages[p] for p in args.kernels_off.split(",")}
-    jobs += [Job(p, pkg, "bfloat16", "default", kernels="off") for p, pkg in off.items()]
+    jobs += [
+        Job(p, pkg, "bfloat16", "default", kernels="off", suite=suite)
+        for p, (pkg, suite) in off.items()
+    ]
     if args.resume and (out / "gpu-check.json").exists():
         earlier = json.loads((out / "gpu-check.json").read_text(encoding="utf-8"))["results"]
         finished = {r["id"] for r in earlier if not r["note"].startswith(UNFINISHED)}

@@ -39,13 +39,16 @@ STAGE = ROOT / ".gpu"
 HOST_EXTRAS = ["orjson>=3.9"]
 HOST_PLATFORM = ["--python-version", "3.12", "--platform", "manylinux_2_17_x86_64"]
 logger = logging.getLogger("gpu.stage")
-# Imports every package's reference module and prints its (built or cached) folder.
+# Imports every package's reference module and prints its (built or cached) folders: those of
+# ``reference_dirs()`` where the module has it (checkpoint variants), else ``reference_dir()``.
 BUILD_REFERENCES = """
 import importlib, sys
 for folder in sys.argv[1:]:
     sys.path.insert(0, folder)
-    name = folder.rstrip("/").split("/")[-2] + "_reference"
-    print(importlib.import_module(name).reference_dir(), flush=True)
+    module = importlib.import_module(folder.rstrip("/").split("/")[-2] + "_reference")
+    every = getattr(module, "reference_dirs", None)
+    for built in every() if every else [module.reference_dir()]:
+        print(built, flush=True)
 """
 
 

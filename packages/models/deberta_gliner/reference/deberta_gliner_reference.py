@@ -1,6 +1,16 @@
 """This package's reference: the GLiNER family kit (gliner venv, corpus, gliner's outputs) on
-the tiny DeBERTa-v3 checkpoint of ``build_checkpoint.py`` beside this file."""
+the tiny DeBERTa-v3 checkpoint of ``build_checkpoint.py`` beside this file, and on its
+bi-encoder variant (``tests/bi_encoder``: a DeBERTa label encoder, as the GLiNER linker models
+have)."""
+
+from pathlib import Path
 
 from vllm_factory.testing.gliner.references import GLiNERReference
 
 CORPUS, gliner_env, build_checkpoint, reference_dir = GLiNERReference(__file__).exports()
+BI_ENCODER = GLiNERReference(__file__, variant="bi-encoder")
+
+
+def reference_dirs() -> list[Path]:
+    """Every reference folder of this package (the GPU check's staging builds them all)."""
+    return [reference_dir(), BI_ENCODER.reference_dir()]
