@@ -185,7 +185,7 @@ def test_parse_settings_defaults_and_refusals():
     for bad, match in [
         ({"span_mode": "markerV1"}, "span_mode"),
         ({"span_mode": "token_level"}, "span_mode"),
-        ({"labels_encoder": "bert"}, "bi-encoder"),
+        ({"labels_encoder": "bert"}, "bi-encoder"),  # no labels_encoder_config
         ({"relations_layer": "x"}, "relation"),
         ({"post_fusion_schema": "l2l"}, "post-fusion"),
         ({"subtoken_pooling": "sum"}, "subtoken_pooling"),

@@ -86,7 +86,7 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
     if bi_encoder and _encoder_width(labels_config) is None:
         raise UnsupportedGLiNERConfig(
             f"{CONFIG_FILE} names a labels_encoder but has no labels_encoder_config with a "
-            "hidden_size (saved by an old gliner?)"
+            "hidden_size: a bi-encoder saved by an old gliner?"
         )
     # Variants with other heads or extra modules: refuse rather than serve wrong scores.
     for key, what in (
