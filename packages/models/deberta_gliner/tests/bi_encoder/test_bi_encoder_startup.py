@@ -1,0 +1,5 @@
+"""vLLM's start-up passes through the model and the GLiNER head on the bi-encoder checkpoint
+(requests with no label ids get empty scores; the shared suite:
+:mod:`vllm_factory.testing.gliner.startup`)."""
+
+from vllm_factory.testing.gliner.startup import *
