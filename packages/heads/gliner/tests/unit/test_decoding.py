@@ -98,3 +98,29 @@ def test_matches_the_plain_greedy_decoder_on_dense_random_scores(flat_ner, multi
         expected = greedy_oracle(s, num_words, 0.3, flat_ner, multi_label)
         got = decode_spans(s, num_words, 0.3, flat_ner, multi_label)
         assert [(c.start, c.end, c.label, c.score) for c in got] == expected, trial
+
+
+def test_input_spans_keep_only_their_cells_and_drop_misaligned_ones():
+    """gliner's ``input_spans``: character spans become word spans when they start and end on
+    word boundaries (else dropped); only those spans' cells are decoded."""
+    from vllm_factory.heads.gliner.decoding import span_filter, word_spans
+
+    text = "Ada Lovelace met Charles Babbage"
+    words = split_words(text)
+    chars = [(0, 12), (17, 24), (1, 3), (4, 13), (25, 32)]
+    assert word_spans(chars, words) == [(0, 1), (3, 3), (4, 4)]
+    allowed = span_filter([(0, 1), (3, 3), (4, 4), (1, 9), (0, 7)], 5, 3)
+    assert allowed.sum() == 3 and allowed[0, 1] and allowed[3, 0] and allowed[4, 0]
+    s = scores(5, 3, 2, {(0, 1, 0): 0.9, (0, 0, 0): 0.95, (3, 0, 1): 0.6, (2, 0, 1): 0.99})
+    assert spans(decode_spans(s, 5, 0.5, allowed=allowed)) == [(0, 1, 0), (3, 3, 1)]
+    assert spans(decode_spans(s, 5, 0.5, allowed=span_filter([], 5, 3))) == []
+
+
+def test_class_probs_are_the_five_best_labels_of_the_span_cell():
+    labels = ["a", "b", "c", "d", "e", "f"]
+    s = scores(2, 2, 6, {(0, 0, i): v for i, v in enumerate([0.2, 0.9, 0.3, 0.8, 0.1, 0.7])})
+    words = split_words("x y")
+    (entity,) = to_entities(decode_spans(s, 2, 0.85), words, labels, "x y", s)
+    assert list(entity["class_probs"]) == ["b", "d", "f", "c", "a"]
+    assert entity["class_probs"]["b"] == pytest.approx(0.9)
+    assert "class_probs" not in to_entities(decode_spans(s, 2, 0.85), words, labels, "x y")[0]

@@ -65,3 +65,22 @@ def test_module_does_not_import_vllm():
         "assert 'vllm' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_input_spans_shape_and_range_are_checked_against_the_texts():
+    def problem(data: dict) -> str | None:
+        return GLiNERRequest.model_validate({"labels": ["x"], **data}).input_span_problem()
+
+    assert problem({"text": "ab cd", "input_spans": [[{"start": 0, "end": 5}]]}) is None
+    assert problem({"text": ["ab", "cd"], "input_spans": [None, []]}) is None
+    for data in [
+        {"text": "ab cd", "input_spans": []},
+        {"text": ["ab", "cd"], "input_spans": [[]]},
+        {"text": "ab cd", "input_spans": [[{"start": 3, "end": 9}]]},
+        {"text": "ab cd", "input_spans": [[{"start": 2, "end": 2}]]},
+        {"text": "ab cd", "input_spans": [[{"start": -1, "end": 2}]]},
+    ]:
+        assert problem(data).startswith("data.input_spans")
+    assert field_of({"text": "a", "labels": ["x"], "input_spans": [[{"start": 0}]]}).startswith(
+        "data.input_spans"
+    )

@@ -19,7 +19,12 @@ from vllm_factory.testing.parity import BF16_FACTOR, LibraryError, Tolerance, to
 from vllm_factory.testing.report import record
 
 # What a package's test module collects (``from ... import *``).
-__all__ = ["served_scores", "test_entities_match_gliner", "test_score_tensors_match_gliner"]
+__all__ = [
+    "served_scores",
+    "test_entities_match_gliner",
+    "test_input_spans_and_class_probs_match_gliner",
+    "test_score_tensors_match_gliner",
+]
 
 MODES = {
     "flat": {"flat_ner": True, "multi_label": False},
@@ -188,3 +193,81 @@ def test_entities_match_gliner(
         assert ties <= 0.05 * (compared + ties)
     else:  # every difference is explained above; flips no more often than gliner's own
         assert skipped <= max(0.1 * total, BF16_FACTOR * own_flips), (skipped, own_flips)
+
+
+def _class_probs_match(got: dict, ref: dict, labels_scores: np.ndarray, limit: float) -> bool:
+    """Same top labels with scores within ``limit``; where the ranks past gliner's last kept
+    label hold a score within ``limit`` of it, the last place may go either way."""
+    if len(got) != len(ref):
+        return False
+    ranked = np.sort(labels_scores)[::-1]
+    k = len(ref)
+    loose = k < len(ranked) and ranked[k - 1] - ranked[k] <= limit
+    firm = list(ref)[: k - 1] if loose else list(ref)
+    if any(label not in got or abs(got[label] - ref[label]) > limit for label in firm):
+        return False
+    return all(abs(value - ref.get(label, value)) <= limit for label, value in got.items())
+
+
+@pytest.mark.parity
+def test_input_spans_and_class_probs_match_gliner(
+    ner, served_scores, reference_dir: Path, reference_scores, corpus, server
+):
+    """What glinker's L3 / L4 components ask gliner for: entities restricted to given character
+    spans (misaligned ones dropped, an empty list keeping nothing), with ``class_probs``."""
+    library = _library_run(server, reference_dir, reference_scores)
+    limits = _limits(server, library)
+    reference = json.loads((reference_dir / "ref-entities.json").read_text(encoding="utf-8"))
+    spans = reference["input_spans"]
+    compared = skipped = entities = restricted = 0
+    for name, labels in corpus["label_sets"].items():
+        for threshold in corpus["thresholds"]:
+            served = ner({
+                "text": corpus["texts"], "labels": labels, "threshold": threshold,
+                "input_spans": spans, "return_class_probs": True,
+            })  # fmt: skip
+            expected = reference[f"{name}/input_spans/{threshold}"]
+            for i, text in enumerate(corpus["texts"]):
+                scores = reference_scores[f"scores_{name}_{i}"]
+                n_words = int(reference_scores[f"words_{name}_{i}"])
+                if _near_threshold(scores, n_words, threshold, limits.margin) and not _same_side(
+                    served_scores[name][i], scores, n_words, threshold
+                ):
+                    skipped += 1
+                    continue
+                got, ref = served[i], expected[i]
+                if _key(got) != _key(ref) and _near_tie(scores, n_words, threshold, limits):
+                    skipped += 1
+                    continue
+                assert _key(got) == _key(ref), (name, threshold, i, text[:40])
+                allowed = {(s["start"], s["end"]) for s in spans[i]}
+                for g, r in zip(got, ref):
+                    assert (g["start"], g["end"]) in allowed
+                    assert abs(g["score"] - r["score"]) <= limits.score
+                    cell = served_scores[name][i]
+                    assert _class_probs_match(
+                        g["class_probs"], r["class_probs"], _cell(cell, text, g), limits.score
+                    ), (name, threshold, i, g["class_probs"], r["class_probs"])
+                compared += 1
+                entities += len(ref)
+                restricted += len(spans[i]) > 0
+    record(server.label.removesuffix("_io"), "parity", "entities/input_spans", {
+        "dtype": server.dtype, "identical": compared, "entities": entities,
+        "skipped": skipped,
+    })  # fmt: skip
+    print(
+        f"\ninput_spans + class_probs ({server.dtype}): {compared} entity lists identical "
+        f"({entities} entities, class_probs within {limits.score}), {skipped} skipped"
+    )
+    assert entities > 0 and restricted > 0
+    assert compared >= 0.9 * (compared + skipped)
+
+
+def _cell(scores: np.ndarray, text: str, entity: dict) -> np.ndarray:
+    """The served label scores of an entity's span cell (found by its character offsets)."""
+    from vllm_factory.heads.gliner.prompts import split_words
+
+    words = split_words(text)
+    first = next(i for i, w in enumerate(words) if w.start == entity["start"])
+    last = next(i for i, w in enumerate(words) if w.end == entity["end"])
+    return scores[first, last - first]

@@ -60,6 +60,22 @@ COMMON_BAD_INPUTS = [
     *bad_text_requests(labels=["person"]),
     ({"text": "x", "labels": ["person"], "flat_ner": "yes"}, "data.flat_ner"),
     ({"text": "x", "labels": ["person"], "multi_label": 1}, "data.multi_label"),
+    ({"text": "ab cd", "labels": ["person"], "input_spans": []}, "data.input_spans"),
+    ({"text": ["ab", "cd"], "labels": ["a"], "input_spans": [[]]}, "data.input_spans"),
+    (
+        {"text": "ab cd", "labels": ["a"], "input_spans": [[{"start": 3, "end": 9}]]},
+        "data.input_spans",
+    ),
+    (
+        {"text": "ab cd", "labels": ["a"], "input_spans": [[{"start": 2, "end": 2}]]},
+        "data.input_spans",
+    ),
+    (
+        {"text": "ab cd", "labels": ["a"], "input_spans": [[{"start": "0", "end": 2}]]},
+        "data.input_spans",
+    ),
+    ({"text": "ab cd", "labels": ["a"], "input_spans": [[{"start": 0}]]}, "data.input_spans"),
+    ({"text": "ab", "labels": ["a"], "return_class_probs": "yes"}, "data.return_class_probs"),
 ]
 # A uni-encoder's label prompt is built from marker tokens, so a label may not hold one.
 BAD_INPUTS = [*COMMON_BAD_INPUTS, ({"text": "x", "labels": ["a <<ENT>> b"]}, "data.labels")]

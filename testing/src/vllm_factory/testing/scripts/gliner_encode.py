@@ -5,13 +5,16 @@
 For every (label set, text): the token ids gliner feeds its encoder, the number of words it
 scores, and the full sigmoid span x label score tensor [words, max_width, labels] (one text at a
 time, as ``predict_entities`` runs it). For every threshold and decoding mode: the entity lists
-of ``GLiNER.inference`` over the whole corpus (batch_size 8).
+of ``GLiNER.inference`` over the whole corpus (batch_size 8). For every label set and threshold
+also the entities restricted to ``input_spans`` (:func:`mention_spans`: word-aligned spans and
+misaligned ones that gliner drops), with ``class_probs``, as glinker's L3 / L4 ask for them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from importlib.metadata import version
 from pathlib import Path
 
@@ -23,6 +26,26 @@ MODES = {
     "nested": {"flat_ner": False, "multi_label": False},
     "multi_label": {"flat_ner": True, "multi_label": True},
 }
+
+
+# gliner's whitespace splitter (the serving side has its own copy in vllm_factory's prompts).
+WORDS = re.compile(r"\w+(?:[-_]\w+)*|\S")
+
+
+def mention_spans(text: str, index: int) -> list[dict]:
+    """Character spans like an L1 step's mentions: one to three words from every third word,
+    plus a span one character off a word start (dropped by gliner); none for the seventh
+    text."""
+    if index == 6:
+        return []
+    words = [(m.start(), m.end()) for m in WORDS.finditer(text)]
+    spans = []
+    for i in range(0, len(words), 3):
+        last = min(len(words) - 1, i + (i // 3) % 3)
+        spans.append({"start": words[i][0], "end": words[last][1]})
+    if len(words) > 1 and words[1][1] - words[1][0] > 1:
+        spans.append({"start": words[1][0] + 1, "end": words[1][1]})
+    return spans
 
 
 @torch.no_grad()
@@ -68,6 +91,13 @@ def main() -> None:
                     [{k: e[k] for k in ("start", "end", "text", "label", "score")} for e in ents]
                     for ents in result
                 ]
+        spans = [mention_spans(text, i) for i, text in enumerate(corpus["texts"])]
+        entities["input_spans"] = spans
+        for threshold in corpus["thresholds"]:
+            entities[f"{name}/input_spans/{threshold}"] = model.inference(
+                corpus["texts"], labels, threshold=threshold, batch_size=8, input_spans=spans,
+                return_class_probs=True,
+            )  # fmt: skip
     np.savez(args.out, **arrays)
     if args.entities is not None:
         args.entities.write_text(json.dumps(entities, ensure_ascii=False), encoding="utf-8")

@@ -51,15 +51,44 @@ def _partial_overlap(a: Candidate, b: Candidate) -> bool:
     return not (disjoint or nested)
 
 
+def span_filter(spans: Sequence[tuple[int, int]], num_words: int, max_width: int) -> np.ndarray:
+    """``[num_words, max_width]`` True at the given (first word, last word) spans, as gliner's
+    ``input_spans`` mask: spans past the text or wider than ``max_width`` select nothing."""
+    allowed = np.zeros((num_words, max_width), dtype=bool)
+    for first, last in spans:
+        width = last - first
+        if 0 <= width < max_width and 0 <= first < num_words:
+            allowed[first, width] = True
+    return allowed
+
+
+def word_spans(spans: Sequence[tuple[int, int]], words: Sequence[Word]) -> list[tuple[int, int]]:
+    """Character spans -> (first word, last word), as gliner converts ``input_spans``: a span
+    must start where a word starts and end where a word ends, else it is dropped."""
+    starts = {word.start: i for i, word in enumerate(words)}
+    ends = {word.end: i for i, word in enumerate(words)}
+    out = []
+    for start, end in spans:
+        first, last = starts.get(start), ends.get(end)
+        if first is not None and last is not None and last >= first:
+            out.append((first, last))
+    return out
+
+
 def decode_spans(
     scores: torch.Tensor,
     num_words: int,
     threshold: float,
     flat_ner: bool = True,
     multi_label: bool = False,
+    allowed: np.ndarray | None = None,
 ) -> list[Candidate]:
-    """Kept spans of one text from its ``[num_words, max_width, num_labels]`` scores."""
+    """Kept spans of one text from its ``[num_words, max_width, num_labels]`` scores;
+    ``allowed`` (:func:`span_filter`) zeroes every other span's scores first, as gliner's
+    ``input_spans`` do."""
     cells = scores.numpy()
+    if allowed is not None:
+        cells = cells * allowed[: cells.shape[0], :, None]
     starts, widths, labels = np.nonzero(cells > threshold)  # row-major, like torch.where
     values = cells[starts, widths, labels]
     inside = starts + widths < num_words
@@ -94,19 +123,37 @@ def decode_spans(
     return kept
 
 
+# gliner's ``class_probs``: this many most probable labels of an entity's span.
+CLASS_PROBS_TOP_K = 5
+
+
+def class_probs(cell: np.ndarray, labels: Sequence[str]) -> dict[str, float]:
+    """The ``CLASS_PROBS_TOP_K`` most probable labels of one span cell, best first."""
+    order = np.argsort(-cell, kind="stable")[:CLASS_PROBS_TOP_K]
+    return {labels[i]: float(cell[i]) for i in order}
+
+
 def to_entities(
-    spans: Sequence[Candidate], words: Sequence[Word], labels: Sequence[str], text: str
+    spans: Sequence[Candidate],
+    words: Sequence[Word],
+    labels: Sequence[str],
+    text: str,
+    scores: torch.Tensor | None = None,
 ) -> list[dict]:
+    """Entity dicts in gliner's form; with ``scores`` (the text's score tensor) each gets
+    ``class_probs`` as well."""
+    cells = None if scores is None else scores.numpy()
     entities = []
     for span in spans:
         start, end = words[span.start].start, words[span.end].end
-        entities.append(
-            {
-                "start": start,
-                "end": end,
-                "text": text[start:end],
-                "label": labels[span.label],
-                "score": span.score,
-            }
-        )
+        entity = {
+            "start": start,
+            "end": end,
+            "text": text[start:end],
+            "label": labels[span.label],
+            "score": span.score,
+        }
+        if cells is not None:
+            entity["class_probs"] = class_probs(cells[span.start, span.end - span.start], labels)
+        entities.append(entity)
     return entities

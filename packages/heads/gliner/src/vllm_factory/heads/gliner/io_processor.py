@@ -27,7 +27,13 @@ from typing import Any
 from transformers import AutoTokenizer
 from vllm_factory.core import compat
 from vllm_factory.core.io_processor import FactoryIOProcessor
-from vllm_factory.heads.gliner.decoding import checked_scores, decode_spans, to_entities
+from vllm_factory.heads.gliner.decoding import (
+    checked_scores,
+    decode_spans,
+    span_filter,
+    to_entities,
+    word_spans,
+)
 from vllm_factory.heads.gliner.labels import LABELS_KEY
 from vllm_factory.heads.gliner.prep import LABELS_TOKENIZER_DIR
 from vllm_factory.heads.gliner.prompts import (
@@ -140,6 +146,9 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         return list(encoding["input_ids"]), layout
 
     def build_prompts(self, request: GLiNERRequest) -> list[list[int]]:
+        problem = request.input_span_problem()
+        if problem is not None:
+            raise compat.validation_error(problem, "data.input_spans")
         labels = unique_labels(request.labels)
         label_ids = None
         if self.settings.bi_encoder:
@@ -185,10 +194,20 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         for index, (text, output) in enumerate(zip(request.texts, outputs)):
             words = split_words(text, self.settings.max_len)
             scores = checked_scores(output.outputs.data.float().cpu(), len(words), index)
+            allowed = None
+            if request.input_spans is not None and request.input_spans[index] is not None:
+                chars = [(span.start, span.end) for span in request.input_spans[index]]
+                allowed = span_filter(word_spans(chars, words), len(words), scores.shape[1])
             spans = decode_spans(
-                scores, len(words), request.threshold, request.flat_ner, request.multi_label
+                scores,
+                len(words),
+                request.threshold,
+                request.flat_ner,
+                request.multi_label,
+                allowed,
             )
-            entities = to_entities(spans, words, labels, text)
+            probs = scores if request.return_class_probs else None
+            entities = to_entities(spans, words, labels, text, probs)
             if request.return_scores:
                 results.append({"entities": entities, "scores": scores.tolist()})
             else:

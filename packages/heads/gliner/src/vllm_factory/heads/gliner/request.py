@@ -9,12 +9,28 @@ MAX_TEXTS_PER_REQUEST = 256
 MAX_CHARS_PER_TEXT = 100_000
 MAX_LABELS_PER_REQUEST = 256
 MAX_CHARS_PER_LABEL = 256
+MAX_SPANS_PER_TEXT = 4096
+
+
+class CharSpan(BaseModel):
+    """A character span ``[start, end)`` of a text (an L1 mention, for instance)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    start: int
+    end: int
 
 
 class GLiNERRequest(BaseModel):
     """``{"text": str | [str], "labels": [str, ...], "threshold": 0.5, "flat_ner": true,
     "multi_label": false}``; ``return_scores`` (debug, default false) adds each text's full
-    span x label score tensor to the response."""
+    span x label score tensor to the response.
+
+    As gliner's ``inference`` takes them: ``input_spans`` (one list of ``{"start", "end"}``
+    character spans per text, or null for a text: only those spans are classified; spans that
+    do not start and end on word boundaries are dropped, as gliner drops them) and
+    ``return_class_probs`` (each entity gets ``class_probs``: its span's five most probable
+    labels with their scores)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -24,6 +40,8 @@ class GLiNERRequest(BaseModel):
     flat_ner: bool = True
     multi_label: bool = False
     return_scores: bool = False
+    input_spans: list[list[CharSpan] | None] | None = None
+    return_class_probs: bool = False
 
     @field_validator("text")
     @classmethod
@@ -41,6 +59,27 @@ class GLiNERRequest(BaseModel):
     @classmethod
     def _check_threshold(cls, value: float) -> float:
         return check_probability(value)
+
+    def input_span_problem(self) -> str | None:
+        """What is wrong with ``input_spans`` given the texts (a message naming the field), or
+        None."""
+        if self.input_spans is None:
+            return None
+        texts = self.texts
+        if len(self.input_spans) != len(texts):
+            return (
+                f"data.input_spans: one list per text ({len(texts)}), got {len(self.input_spans)}"
+            )
+        for i, (text, spans) in enumerate(zip(texts, self.input_spans)):
+            if spans is not None and len(spans) > MAX_SPANS_PER_TEXT:
+                return f"data.input_spans[{i}]: at most {MAX_SPANS_PER_TEXT} spans per text"
+            for j, span in enumerate(spans or ()):
+                if not 0 <= span.start < span.end <= len(text):
+                    return (
+                        f"data.input_spans[{i}][{j}]: need 0 <= start < end <= {len(text)} "
+                        f"(the text's length), got start {span.start}, end {span.end}"
+                    )
+        return None
 
     @property
     def texts(self) -> list[str]:
