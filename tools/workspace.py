@@ -5,7 +5,7 @@ check and the README's package table read it through :func:`packages`, so adding
 adding its folder. Keys (all optional but ``layer``)::
 
     [tool.vllm-factory]
-    layer = "model"                 # core | kernels | testing | backbone | head | model
+    layer = "model"                 # core | kernels | testing | backbone | head | model | client
     family = "gliner"               # heads and models: the IOProcessor family
     tests = "tests"                 # run by `nox -s tests` against a real vLLM (default: tests/)
     vllm-free-tests = "tests/unit"  # run by tox without vLLM
@@ -13,9 +13,9 @@ adding its folder. Keys (all optional but ``layer``)::
     reference-envs = ["deberta_gliner_reference:gliner_env"]  # reference/<module>:<function>
     representative = true           # the family's model in CI's older-vLLM and demo passes
 
-Backbones, heads and models live under ``packages/backbones``, ``packages/heads`` and
-``packages/models``; the shared layers (core, kernels, testing) at the root. Stdlib only: the
-noxfile imports this before any venv exists.
+Backbones, heads, models and clients live under ``packages/backbones``, ``packages/heads``,
+``packages/models`` and ``packages/clients``; the shared layers (core, kernels, testing) at
+the root. Stdlib only: the noxfile imports this before any venv exists.
 
 ``python tools/workspace.py`` prints the table; ``python tools/workspace.py install NAME``
 installs NAME and the workspace wheels it needs, editable, into the running interpreter
@@ -33,12 +33,14 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("core", "kernels", "testing", "backbone", "head", "model")
+LAYERS = ("core", "kernels", "testing", "backbone", "head", "model", "client")
 # Where each layer's packages live: the shared layers at the root, the others one folder each.
+# Clients run beside a user's own code (no vLLM, no torch of their own) and call a server.
 LAYER_FOLDERS = {
     "backbone": "packages/backbones",
     "head": "packages/heads",
     "model": "packages/models",
+    "client": "packages/clients",
 }
 PREFIX = "vllm-factory-"
 
@@ -198,7 +200,7 @@ def readme_table() -> str:
         "| wheel | layer | what it is | IOProcessor | folder |",
         "|---|---|---|---|---|",
     ]
-    order = ("model", "head", "backbone", "core", "kernels", "testing")
+    order = ("model", "client", "head", "backbone", "core", "kernels", "testing")
     for p in sorted(packages(), key=lambda p: (order.index(p.layer), p.name)):
         project = tomllib.loads((p.path / "pyproject.toml").read_text(encoding="utf-8"))["project"]
         plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})

@@ -5,10 +5,18 @@ have)."""
 
 from pathlib import Path
 
-from vllm_factory.testing.gliner.references import GLiNERReference
+from vllm_factory.testing.gliner.references import GLiNERReference, glinker_env
 
 CORPUS, gliner_env, build_checkpoint, reference_dir = GLiNERReference(__file__).exports()
 BI_ENCODER = GLiNERReference(__file__, variant="bi-encoder")
+__all__ = [
+    "CORPUS",
+    "build_checkpoint",
+    "gliner_env",
+    "glinker_env",
+    "reference_dir",
+    "reference_dirs",
+]  # fmt: skip
 
 
 def reference_dirs() -> list[Path]:

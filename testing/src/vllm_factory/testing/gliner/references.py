@@ -33,6 +33,17 @@ def gliner_env() -> ReferenceEnv:
     return ReferenceEnv("gliner-0.2.29", [["-r", str(REQUIREMENTS)]])
 
 
+GLINKER_REQUIREMENTS = KIT / "requirements-glinker.txt"
+
+
+def glinker_env() -> ReferenceEnv:
+    """glinker 0.1.1 on the gliner venv's pins: the entity-linking pipelines whose model
+    layers the GLiNER packages serve (``scripts/glinker_pipeline.py`` runs in it)."""
+    return ReferenceEnv(
+        "glinker-0.1.1", [["-r", str(REQUIREMENTS)], ["-r", str(GLINKER_REQUIREMENTS)]]
+    )
+
+
 class GLiNERReference:
     """One package's reference: its builder (``build_checkpoint.py`` in the folder of
     ``module_file``, the package's ``reference/``) plus the family's steps; artifacts named

@@ -76,6 +76,7 @@ COMMON_BAD_INPUTS = [
     ),
     ({"text": "ab cd", "labels": ["a"], "input_spans": [[{"start": 0}]]}, "data.input_spans"),
     ({"text": "ab", "labels": ["a"], "return_class_probs": "yes"}, "data.return_class_probs"),
+    ({"text": "ab", "labels": ["a"], "max_len": 0}, "data.max_len"),
 ]
 # A uni-encoder's label prompt is built from marker tokens, so a label may not hold one.
 BAD_INPUTS = [*COMMON_BAD_INPUTS, ({"text": "x", "labels": ["a <<ENT>> b"]}, "data.labels")]

@@ -130,10 +130,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 )
         return [list(ids) for ids in encoded]
 
-    def encode(self, text: str, labels: Sequence[str]) -> tuple[list[int], WordLayout]:
+    def encode(
+        self, text: str, labels: Sequence[str], max_len: int | None = None
+    ) -> tuple[list[int], WordLayout]:
         """Token ids and word layout of one text, exactly as gliner builds them (a
-        bi-encoder's prompt is the text's words alone)."""
-        words = [w.text for w in split_words(text, self.settings.max_len)]
+        bi-encoder's prompt is the text's words alone); ``max_len`` words at most (default:
+        the checkpoint's)."""
+        words = [w.text for w in split_words(text, max_len or self.settings.max_len)]
         prompt = (
             []
             if self.settings.bi_encoder
@@ -162,7 +165,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                         )
         prompts, layouts = [], {}
         for text in request.texts:
-            ids, layout = self.encode(text, labels)
+            ids, layout = self.encode(text, labels, request.max_len)
             if not any(layout.counts):
                 raise compat.validation_error(
                     f"data.labels: the label prompt fills all {self.token_limit} tokens; "
@@ -192,7 +195,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         labels = unique_labels(request.labels)
         results = []
         for index, (text, output) in enumerate(zip(request.texts, outputs)):
-            words = split_words(text, self.settings.max_len)
+            words = split_words(text, request.max_len or self.settings.max_len)
             scores = checked_scores(output.outputs.data.float().cpu(), len(words), index)
             allowed = None
             if request.input_spans is not None and request.input_spans[index] is not None:

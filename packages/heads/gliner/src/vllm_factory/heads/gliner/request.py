@@ -8,8 +8,9 @@ from vllm_factory.core.request import check_probability, check_texts
 MAX_TEXTS_PER_REQUEST = 256
 MAX_CHARS_PER_TEXT = 100_000
 MAX_LABELS_PER_REQUEST = 256
-MAX_CHARS_PER_LABEL = 256
+MAX_CHARS_PER_LABEL = 4096  # entity-linking labels carry descriptions
 MAX_SPANS_PER_TEXT = 4096
+MAX_WORDS_PER_TEXT = 100_000
 
 
 class CharSpan(BaseModel):
@@ -30,7 +31,9 @@ class GLiNERRequest(BaseModel):
     character spans per text, or null for a text: only those spans are classified; spans that
     do not start and end on word boundaries are dropped, as gliner drops them) and
     ``return_class_probs`` (each entity gets ``class_probs``: its span's five most probable
-    labels with their scores)."""
+    labels with their scores). ``max_len``: words per text gliner keeps (its
+    ``from_pretrained(max_length=...)``; default: the checkpoint's ``max_len``); the prompt is
+    still cut at the tokenizer's limit."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -42,6 +45,14 @@ class GLiNERRequest(BaseModel):
     return_scores: bool = False
     input_spans: list[list[CharSpan] | None] | None = None
     return_class_probs: bool = False
+    max_len: int | None = None
+
+    @field_validator("max_len")
+    @classmethod
+    def _check_max_len(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= MAX_WORDS_PER_TEXT:
+            raise ValueError(f"must be between 1 and {MAX_WORDS_PER_TEXT} words")
+        return value
 
     @field_validator("text")
     @classmethod

@@ -1,0 +1,139 @@
+"""A glinker entity-linking pipeline with its GLiNER layers served vs in process.
+
+glinker's own pipeline (``ConfigBuilder``: L1 GLiNER mentions -> L2 dict layer -> L3 GLiNER
+linking -> L4 GLiNER reranking -> L0), run twice in the glinker venv on the package's tiny
+checkpoint: once as glinker runs it (gliner in process), once with L1, L3 and L4 switched to
+``vllm_factory.glinker``'s served processors pointing at the session's real vLLM server. Every
+layer's output must agree: same mentions, candidates, links and aggregation, scores within the
+parity tolerance.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+from vllm_factory.testing.gliner.references import glinker_env
+from vllm_factory.testing.parity import tolerance
+from vllm_factory.testing.refenv import SCRIPTS
+from vllm_factory.testing.report import record
+
+# What a package's test module collects (``from ... import *``).
+__all__ = ["linking_inputs", "test_glinker_pipeline_served_equals_in_process"]
+
+PIPELINE = SCRIPTS / "glinker_pipeline.py"
+TEMPLATE = "{label}: {description}"
+L1_LABELS = ["person", "organization", "location", "date"]
+LONG = " ".join(["A description far longer than any label encoder takes."] * 12)
+
+
+def linking_inputs(corpus: dict, max_entities: int = 400) -> dict:
+    """The pipeline's inputs: the corpus texts and a dict-layer knowledge base of a few hundred
+    entities named after the corpus's words and word pairs (unicode ones included), each name
+    twice (a near-duplicate second name with the first as its alias: two candidates per
+    mention), some with more aliases and over-long descriptions."""
+    names: dict[str, None] = {}
+    for text in corpus["texts"]:
+        words = re.findall(r"\w+(?:[-_]\w+)*", text)
+        for a, b in zip(words, [*words[1:], ""]):
+            if len(a) > 2:
+                names.setdefault(a)
+            if b and a[:1].isupper() and b[:1].isupper():
+                names.setdefault(f"{a} {b}")
+    entities = []
+    for i, name in enumerate(list(names)[: max_entities // 2]):
+        for sense in range(2):
+            description = f"{name} ({'first' if sense == 0 else 'second'} sense, entry {i})"
+            if i % 17 == 3 and sense == 1:
+                description = f"{description}. {LONG}"
+            # The second sense is a near-duplicate name with the first's name as an alias:
+            # both are candidates of the same mention.
+            label = name if sense == 0 else f"{name} II"
+            entity = {"entity_id": f"E{i}-{sense}", "label": label, "description": description,
+                      "entity_type": ["person", "organization", "location"][i % 3],
+                      "popularity": (i * 37 + sense) % 1000,
+                      "aliases": [name] if sense else []}  # fmt: skip
+            if i % 11 == 5:
+                entity["aliases"] += [name.lower(), name.upper()]
+            entities.append(entity)
+    return {
+        "texts": corpus["texts"], "entities": entities, "template": TEMPLATE,
+        "l1_labels": L1_LABELS, "l1_threshold": 0.3, "l3_threshold": 0.3, "l4_threshold": 0.3,
+        "l4_max_labels": 3, "max_length": 512,
+    }  # fmt: skip
+
+
+def _client_source() -> str:
+    """``src`` folder of the installed ``vllm_factory.glinker`` (found without importing it:
+    its ``__init__`` needs glinker, which only the glinker venv has)."""
+    spec = importlib.util.find_spec("vllm_factory.glinker")
+    assert spec is not None, "vllm-factory-glinker is not installed"
+    return str(Path(next(iter(spec.submodule_search_locations))).parents[1])
+
+
+def _compare(served, local, limit: float, where: str = "") -> int:
+    """Same structure, strings and integers; floats within ``limit``. Returns floats seen."""
+    if isinstance(local, float) and isinstance(served, (int, float)):
+        assert math.isclose(served, local, rel_tol=0, abs_tol=limit), (where, served, local)
+        return 1
+    assert type(served) is type(local), (where, served, local)
+    if isinstance(local, dict):
+        assert served.keys() == local.keys(), (where, sorted(served), sorted(local))
+        return sum(_compare(served[k], local[k], limit, f"{where}.{k}") for k in local)
+    if isinstance(local, list):
+        assert len(served) == len(local), (where, len(served), len(local))
+        return sum(_compare(s, v, limit, f"{where}[{i}]") for i, (s, v) in
+                   enumerate(zip(served, local)))  # fmt: skip
+    assert served == local, (where, served, local)
+    return 0
+
+
+def _run(env, args: list, out: Path, extra_path: str | None = None) -> dict:
+    path = os.pathsep.join(filter(None, [str(SCRIPTS), extra_path]))
+    env.run(PIPELINE, *args, "--out", out, env={"PYTHONPATH": path})
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def _count(outputs: dict, key: str) -> int:
+    return sum(len(per_text) for per_text in outputs[key]["entities"])
+
+
+@pytest.mark.parity
+def test_glinker_pipeline_served_equals_in_process(server, reference_dir, corpus, tmp_path):
+    inputs = tmp_path / "inputs.json"
+    data = linking_inputs(corpus)
+    inputs.write_text(json.dumps(data), encoding="utf-8")
+    env = glinker_env().ensure()
+    common = ["--checkpoint", reference_dir / "checkpoint", "--inputs", inputs]
+    local = _run(env, common, tmp_path / "local.json")
+    served = _run(
+        env, [*common, "--url", server.url, "--model", server.model], tmp_path / "served.json",
+        _client_source(),
+    )  # fmt: skip
+    assert local["processors"]["l3"] == "l3_batch" and served["processors"]["l3"] == "l3_vllm"
+    assert served["processors"]["l1"] == "l1_gliner_vllm"
+    assert served["processors"]["l4"] == "l4_vllm"
+    limit = tolerance(server.dtype).score
+    floats = _compare(served["outputs"], local["outputs"], limit)
+    mentions, links = _count(local["outputs"], "l1_result"), _count(local["outputs"], "l3_result")
+    reranked = _count(local["outputs"], "l4_result")
+    candidates = sum(len(group) for group in local["outputs"]["l2_result"]["candidates"])
+    record(server.label.removesuffix("_io"), "parity", "glinker", {
+        "dtype": server.dtype, "texts": len(data["texts"]), "entities": len(data["entities"]),
+        "mentions": mentions, "candidates": candidates, "links": links, "reranked": reranked,
+        "scores": floats,
+        "seconds_in_process": local["seconds"], "seconds_served": served["seconds"],
+    })  # fmt: skip
+    print(
+        f"\nglinker pipeline ({server.dtype}): {len(data['texts'])} texts, "
+        f"{len(data['entities'])} entities; {mentions} L1 mentions, {candidates} L2 candidates, "
+        f"{links} L3 links, {reranked} L4 links (candidates in chunks of 3) identical served "
+        f"and in process ({floats} scores within {limit}); "
+        f"{local['seconds']:.1f} s in process, {served['seconds']:.1f} s served"
+    )
+    assert mentions > 0 and candidates > 0 and links > 0 and reranked > 0
