@@ -4,6 +4,10 @@ a label longer than the label encoder takes is refused)."""
 
 from __future__ import annotations
 
+import re
+import time
+
+import httpx
 import pytest
 from vllm_factory.testing.gliner.requests import (
     COMMON_BAD_INPUTS,
@@ -16,6 +20,7 @@ from vllm_factory.testing.gliner.requests import (
 __all__ = [
     "test_bad_input_is_4xx_naming_the_field",
     "test_batched_equals_one_by_one",
+    "test_label_cache_hits_and_misses_on_the_servers_metrics",
     "test_label_order_and_repeats_do_not_change_scores",
     "test_marker_tokens_are_plain_text_in_bi_encoder_labels",
     "test_nan_threshold_is_rejected",
@@ -60,3 +65,45 @@ def test_server_keeps_serving_identical_scores_after_bad_input(server, ner, corp
         server.pooling(bad)
     assert server.is_alive()
     assert ner(data) == before
+
+
+CACHE_METRIC = re.compile(
+    r"^vllm_factory:gliner_label_cache_(\w+?)(?:_total)? ([0-9.e+]+)$", re.MULTILINE
+)
+
+
+def _cache_metrics(server) -> dict[str, float]:
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    return {name: float(value) for name, value in CACHE_METRIC.findall(text)}
+
+
+def _after(server, before: dict, misses: float, hits: float, within: float = 10.0) -> dict:
+    """The metrics once the engine published ``misses`` / ``hits`` more than ``before``
+    (it writes them at most once a second)."""
+    deadline = time.monotonic() + within
+    while True:
+        now = _cache_metrics(server)
+        done = now.get("misses", 0) - before.get("misses", 0) >= misses and (
+            now.get("hits", 0) - before.get("hits", 0) >= hits
+        )
+        if done or time.monotonic() > deadline:
+            return now
+        time.sleep(0.5)
+
+
+def test_label_cache_hits_and_misses_on_the_servers_metrics(server, ner):
+    """Two labels nobody sent before, on three texts: each is encoded once (2 misses; its
+    other 2 uses that step are hits); the same request again hits all 6. The engine's counts
+    reach the API server's /metrics."""
+    labels = [f"label-cache-probe {time.time_ns()}", "another probe label"]
+    texts = ["Ada Lovelace wrote notes.", "Grace Hopper built compilers.", "Alan Turing."]
+    before = _cache_metrics(server)
+    assert {"hits", "misses", "evictions", "size", "capacity"} <= set(before), before
+    ner({"text": texts, "labels": labels})
+    first = _after(server, before, misses=2, hits=4)
+    assert first["misses"] - before["misses"] == 2
+    assert first["hits"] - before["hits"] == 4
+    ner({"text": texts, "labels": labels})
+    second = _after(server, first, misses=0, hits=6)
+    assert second["misses"] == first["misses"] and second["hits"] - first["hits"] == 6
+    assert 0 < second["size"] <= second["capacity"]

@@ -27,6 +27,7 @@ from typing import Any
 from transformers import AutoTokenizer
 from vllm_factory.core import compat
 from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.core.stats import register_collector
 from vllm_factory.heads.gliner.decoding import (
     checked_scores,
     decode_spans,
@@ -34,7 +35,7 @@ from vllm_factory.heads.gliner.decoding import (
     to_entities,
     word_spans,
 )
-from vllm_factory.heads.gliner.labels import LABELS_KEY
+from vllm_factory.heads.gliner.labels import LABELS_KEY, METRICS, STATS_NAME
 from vllm_factory.heads.gliner.prep import LABELS_TOKENIZER_DIR
 from vllm_factory.heads.gliner.prompts import (
     LAYOUT_KEY,
@@ -70,6 +71,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         )
         if self.settings.bi_encoder:
             self.labels_tokenizer = self.load_labels_tokenizer()
+            register_collector(STATS_NAME, METRICS)  # the engine's label cache on /metrics
         else:  # a uni-encoder's label prompt is built from its marker tokens
             for token in (self.settings.ent_token, self.settings.sep_token):
                 if self.tokenizer.convert_tokens_to_ids(token) in (

@@ -6,7 +6,8 @@ the checkpoint's ``labels_tokenizer``, run through its own encoder (any Hugging 
 gliner loads, built here from ``labels_encoder_config`` with transformers' own classes),
 projected when the widths differ and mean-pooled over its tokens. The head then applies its
 ``prompt_rep_layer``; that final vector depends on the label's tokens alone, so it is cached
-by them, bounded in number, with hit / miss / eviction counts.
+by them, bounded in number, with hit / miss / eviction counts (on the server's ``/metrics``
+as ``vllm_factory:gliner_label_cache_*``, through :mod:`vllm_factory.core.stats`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from vllm_factory.core.stats import SharedCounters
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,19 @@ DEFAULT_CACHE_SIZE = 32768
 ENCODE_BATCH = 256
 # The cache's counters go to the log at most this often (seconds), when they changed.
 REPORT_EVERY = 60.0
+# Their name among the engine's shared counters, and how /metrics shows them.
+STATS_NAME = "gliner-label-cache"
+METRICS = {
+    "hits": ("vllm_factory:gliner_label_cache_hits_total",
+             "GLiNER bi-encoder labels whose vector came from the engine's cache"),
+    "misses": ("vllm_factory:gliner_label_cache_misses_total",
+               "GLiNER bi-encoder labels run through the label encoder"),
+    "evictions": ("vllm_factory:gliner_label_cache_evictions_total",
+                  "label vectors dropped from the cache (least recently used)"),
+    "size": ("vllm_factory:gliner_label_cache_size", "label vectors held in the cache"),
+    "capacity": ("vllm_factory:gliner_label_cache_capacity",
+                 "label vectors the cache may hold (VLLM_FACTORY_GLINER_LABEL_CACHE)"),
+}  # fmt: skip
 # Saved-config keys that are not model settings.
 _NOT_SETTINGS = ("_name_or_path", "architectures", "transformers_version", "torch_dtype", "dtype")
 
@@ -97,6 +112,7 @@ class LabelVectorCache:
         self.hits = self.misses = self.evictions = 0
         self._reported = (0, 0, 0)
         self._last_report = time.monotonic()
+        self.shared = SharedCounters(STATS_NAME, self.stats)  # -> the API server's /metrics
 
     def __len__(self) -> int:
         return len(self._vectors)
@@ -137,6 +153,7 @@ class LabelVectorCache:
             while len(self._vectors) > self.capacity:
                 self._vectors.popitem(last=False)
                 self.evictions += 1
+        self.shared.changed()
         self._maybe_report()
         return torch.stack(rows)
 

@@ -1,0 +1,127 @@
+"""Counters kept in the engine process, shown on the API server's ``/metrics``.
+
+vLLM runs the model (and so our heads) in an engine-core process and answers ``/metrics`` from
+the API server process. A head that counts something (the GLiNER bi-encoder's label cache)
+keeps a :class:`SharedCounters`: a daemon thread writes its values, at most once a second and
+only when they changed, to a small JSON file per process in a folder both processes know
+(``VLLM_FACTORY_STATS_DIR``, created by :func:`share_stats_dir` in the API process when the
+plugins load, before the engine starts, and inherited by it). The API process registers a
+Prometheus collector (:func:`register_collector`) that sums those files at scrape time.
+
+Without the folder (a process started some other way) counters are kept but not shared; with
+several API servers (``--api-server-count``) vLLM exports its multiprocess registry only, so
+these metrics are absent there. Nothing here raises into a request.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+STATS_ENV = "VLLM_FACTORY_STATS_DIR"
+FLUSH_EVERY = 1.0  # seconds
+_registered: set[str] = set()
+
+
+def share_stats_dir() -> Path:
+    """The shared folder, created (and put in the environment, for the processes this one
+    starts) on first use; the process that created it removes it at exit."""
+    folder = os.environ.get(STATS_ENV)
+    if not folder:
+        folder = tempfile.mkdtemp(prefix="vllm-factory-stats-")
+        os.environ[STATS_ENV] = folder
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return Path(folder)
+
+
+class SharedCounters:
+    """Named integer values of one process, published for the API process to read."""
+
+    def __init__(self, name: str, values: Callable[[], dict[str, int]]) -> None:
+        self.name = name
+        self._values = values
+        self._written: dict[str, int] | None = None
+        folder = os.environ.get(STATS_ENV)
+        self._path = Path(folder) / f"{name}-{os.getpid()}.json" if folder else None
+        self._thread: threading.Thread | None = None
+
+    def changed(self) -> None:
+        """Note that the values changed: they are written within ``FLUSH_EVERY`` seconds."""
+        if self._path is not None and self._thread is None:
+            self._thread = threading.Thread(target=self._loop, daemon=True, name=self.name)
+            self._thread.start()
+
+    def flush(self) -> None:
+        if self._path is None:
+            return
+        values = dict(self._values())
+        if values == self._written:
+            return
+        try:
+            temporary = self._path.with_suffix(".tmp")
+            temporary.write_text(json.dumps(values), encoding="utf-8")
+            temporary.replace(self._path)
+            self._written = values
+        except OSError as error:  # a full or removed folder costs the metrics only
+            logger.debug("cannot publish %s: %s", self.name, error)
+
+    def _loop(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(FLUSH_EVERY):
+            self.flush()
+
+
+def read_counters(name: str, folder: str | Path | None = None) -> dict[str, int]:
+    """The values of every process's ``name`` counters, summed (empty when there are none)."""
+    folder = folder or os.environ.get(STATS_ENV)
+    total: dict[str, int] = {}
+    if not folder:
+        return total
+    for path in Path(folder).glob(f"{name}-*.json"):
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # being replaced, or its process went away
+        for key, value in values.items():
+            total[key] = total.get(key, 0) + int(value)
+    return total
+
+
+def register_collector(
+    name: str, metrics: dict[str, tuple[str, str]], registry: object | None = None
+) -> bool:
+    """Expose ``name``'s summed counters on ``/metrics`` (once per process): ``metrics`` maps a
+    value's key to (Prometheus name, help); names ending in ``_total`` are counters, the others
+    gauges. False when prometheus_client is missing."""
+    if name in _registered:
+        return True
+    try:
+        from prometheus_client import REGISTRY
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    except ImportError:
+        return False
+    folder = share_stats_dir()
+
+    class Collector:
+        def collect(self):
+            values = read_counters(name, folder)
+            for key, (metric, text) in metrics.items():
+                if metric.endswith("_total"):
+                    family = CounterMetricFamily(metric.removesuffix("_total"), text)
+                else:
+                    family = GaugeMetricFamily(metric, text)
+                family.add_metric([], values.get(key, 0))
+                yield family
+
+    (registry or REGISTRY).register(Collector())
+    _registered.add(name)
+    return True
