@@ -17,3 +17,10 @@ def bad_text_requests(**valid: Any) -> list[tuple[dict, str]]:
     cases += [({"text": text, **valid}, "data.text") for text in BAD_TEXTS]
     cases.append(({"text": "x", **valid, "unknown": 1}, "data.unknown"))
     return cases
+
+
+def assert_refused(server: Any, data: dict, field: str) -> None:
+    """``data`` is answered with a 4xx whose message names ``field``."""
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500, response.text
+    assert field in response.text, response.text

@@ -57,22 +57,10 @@ class ServedGLiNER:
     def eval(self) -> ServedGLiNER:
         return self
 
-    def predict_entities(
-        self,
-        text: str,
-        labels: Sequence[str],
-        threshold: float = 0.5,
-        flat_ner: bool = True,
-        multi_label: bool = False,
-        return_class_probs: bool = False,
-        input_spans: Sequence[Sequence[dict]] | None = None,
-        **unsupported: Any,
-    ) -> list[dict]:
-        """Entities of one text, as ``GLiNER.predict_entities`` returns them."""
-        return self.inference(
-            [text], labels, threshold, flat_ner, multi_label, return_class_probs, input_spans,
-            **unsupported,
-        )[0]  # fmt: skip
+    def predict_entities(self, text: str, labels: Sequence[str], **options: Any) -> list[dict]:
+        """Entities of one text, as ``GLiNER.predict_entities`` returns them (the options of
+        :meth:`inference`; ``input_spans`` holds this text's list)."""
+        return self.inference([text], labels, **options)[0]
 
     def inference(
         self,
