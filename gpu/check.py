@@ -308,9 +308,9 @@ def summarise(result: Result) -> str:
         parts.append("token counts identical" if not mismatched else f"{mismatched} count diffs")
     lists = [v for k, v in parity.items() if k.startswith("entities/")]
     if lists:
-        same = sum(v["identical"] for v in lists)
-        ties = sum(v["near_ties"] for v in lists)
-        flipped = sum(v["skipped_flipped"] for v in lists)
+        same = sum(v.get("identical", 0) for v in lists)
+        ties = sum(v.get("near_ties", 0) for v in lists)
+        flipped = sum(v.get("skipped_flipped", 0) for v in lists)
         parts.append(f"entity lists identical {same}/{same + ties + flipped}")
         if ties or flipped:
             parts.append(f"{ties} near-ties, {flipped} threshold flips")
