@@ -20,6 +20,7 @@ from vllm_factory.testing.requests import assert_refused
 
 # What a package's test module collects (``from ... import *``).
 __all__ = [
+    "test_a_thousand_candidate_labels_are_scored",
     "test_bad_input_is_4xx_naming_the_field",
     "test_batched_equals_one_by_one",
     "test_label_cache_hits_and_misses_on_the_servers_metrics",
@@ -37,6 +38,19 @@ BI_BAD_INPUTS = [*COMMON_BAD_INPUTS, ({"text": "x", "labels": [LONG_LABEL]}, "da
 @pytest.mark.parametrize(("data", "field"), BI_BAD_INPUTS)
 def test_bad_input_is_4xx_naming_the_field(server, data, field):
     assert_refused(server, data, field)
+
+
+def test_a_thousand_candidate_labels_are_scored(ner):
+    """Entity linking sends every candidate of a text at once: a bi-encoder scores each label
+    on its own, so 1,000 labels (up to MAX_LABELS_PER_REQUEST) are one request; each label's
+    scores are those it gets beside a few others."""
+    text = "Ada Lovelace met Charles Babbage in London."
+    labels = [f"candidate {i}: entry {i} of a knowledge base" for i in range(1000)]
+    (many,) = ner({"text": text, "labels": labels, "return_scores": True})
+    (few,) = ner({"text": text, "labels": labels[:3], "return_scores": True})
+    scores, some = np.asarray(many["scores"]), np.asarray(few["scores"])
+    assert scores.shape[2] == 1000
+    assert np.allclose(scores[:, :, :3], some, rtol=0, atol=1e-5)
 
 
 def test_marker_tokens_are_plain_text_in_bi_encoder_labels(ner):

@@ -46,7 +46,7 @@ from vllm_factory.heads.gliner.prompts import (
     split_words,
     unique_labels,
 )
-from vllm_factory.heads.gliner.request import GLiNERRequest
+from vllm_factory.heads.gliner.request import UNI_ENCODER_MAX_LABELS, GLiNERRequest
 from vllm_factory.heads.gliner.settings import GLiNERSettings, read_settings
 
 logger = logging.getLogger(__name__)
@@ -159,6 +159,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         if self.settings.bi_encoder:
             label_ids = self.encode_labels(labels)
         else:
+            if len(request.labels) > UNI_ENCODER_MAX_LABELS:
+                raise compat.validation_error(
+                    f"data.labels: at most {UNI_ENCODER_MAX_LABELS} labels for a uni-encoder "
+                    f"GLiNER (its labels share the prompt with the text), got "
+                    f"{len(request.labels)}",
+                    "data.labels",
+                )
             for label in labels:
                 for token in (self.settings.ent_token, self.settings.sep_token):
                     if token in label:

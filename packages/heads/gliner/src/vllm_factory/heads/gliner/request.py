@@ -7,7 +7,11 @@ from vllm_factory.core.request import check_probability, check_texts
 
 MAX_TEXTS_PER_REQUEST = 256
 MAX_CHARS_PER_TEXT = 100_000
-MAX_LABELS_PER_REQUEST = 256
+# Labels per request: a bi-encoder scores each label on its own (entity linking sends every
+# candidate of a text at once); a uni-encoder's labels share the prompt with the text, so its
+# IOProcessor refuses more than UNI_ENCODER_MAX_LABELS.
+MAX_LABELS_PER_REQUEST = 2048
+UNI_ENCODER_MAX_LABELS = 256
 MAX_CHARS_PER_LABEL = 4096  # entity-linking labels carry descriptions
 MAX_SPANS_PER_TEXT = 4096
 MAX_WORDS_PER_TEXT = 100_000
