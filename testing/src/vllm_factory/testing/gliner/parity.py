@@ -101,6 +101,16 @@ def test_score_tensors_match_gliner(
         assert 0.02 < fraction < 0.98, f"threshold {threshold} keeps {fraction:.1%}"
 
 
+def _case(reference_scores, library: dict | None, name: str, i: int, threshold: float):
+    """gliner's scores and word count for text ``i`` with label set ``name``, and whether
+    gliner's own run in the server's dtype (if any) puts a decision on the other side of
+    ``threshold``."""
+    scores = reference_scores[f"scores_{name}_{i}"]
+    n_words = int(reference_scores[f"words_{name}_{i}"])
+    own = library and library["scores"][f"scores_{name}_{i}"]
+    return scores, n_words, own is not None and not _same_side(own, scores, n_words, threshold)
+
+
 def _near_threshold(scores: np.ndarray, n_words: int, threshold: float, margin: float) -> bool:
     return bool((np.abs(scores[_valid(scores, n_words)] - threshold) < margin).any())
 
@@ -154,11 +164,8 @@ def test_entities_match_gliner(
             served = ner({**data, **MODES[mode]})
             expected = reference[f"{name}/{mode}/{threshold}"]
             for i, text in enumerate(corpus["texts"]):
-                scores = reference_scores[f"scores_{name}_{i}"]
-                n_words = int(reference_scores[f"words_{name}_{i}"])
-                if library is not None:
-                    own = library["scores"][f"scores_{name}_{i}"]
-                    own_flips += not _same_side(own, scores, n_words, threshold)
+                scores, n_words, own_flip = _case(reference_scores, library, name, i, threshold)
+                own_flips += own_flip
                 if _near_threshold(scores, n_words, threshold, limits.margin):
                     if not _same_side(served_scores[name][i], scores, n_words, threshold):
                         skipped += 1
@@ -229,11 +236,8 @@ def test_input_spans_and_class_probs_match_gliner(
             })  # fmt: skip
             expected = reference[f"{name}/input_spans/{threshold}"]
             for i, text in enumerate(corpus["texts"]):
-                scores = reference_scores[f"scores_{name}_{i}"]
-                n_words = int(reference_scores[f"words_{name}_{i}"])
-                if library is not None:
-                    own = library["scores"][f"scores_{name}_{i}"]
-                    own_flips += not _same_side(own, scores, n_words, threshold)
+                scores, n_words, own_flip = _case(reference_scores, library, name, i, threshold)
+                own_flips += own_flip
                 if _near_threshold(scores, n_words, threshold, limits.margin) and not _same_side(
                     served_scores[name][i], scores, n_words, threshold
                 ):
