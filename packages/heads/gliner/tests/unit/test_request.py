@@ -27,7 +27,6 @@ def test_integer_thresholds_accepted():
 @pytest.mark.parametrize(
     ("data", "field"),
     [
-        ({"text": "a"}, "data.labels"),
         ({"text": "a", "labels": []}, "data.labels"),
         ({"text": "a", "labels": [""]}, "data.labels"),
         ({"text": "a", "labels": ["x", " "]}, "data.labels"),
@@ -48,10 +47,47 @@ def test_integer_thresholds_accepted():
         ({"text": "a", "labels": ["x"], "flat_ner": "true"}, "data.flat_ner"),
         ({"text": "a", "labels": ["x"], "multi_label": 0}, "data.multi_label"),
         ({"text": "a", "labels": ["x"], "extra": 1}, "data.extra"),
+        ({"text": "a", "candidates": []}, "data.candidates"),
+        ({"text": "a", "candidates": [{"id": "q", "label": "x"}] * 2}, "data.candidates"),
+        ({"text": "a", "candidates": [{"id": "", "label": "x"}]}, "data.candidates.0.id"),
+        ({"text": "a", "candidates": [{"id": 1.0, "label": "x"}]}, "data.candidates.0.id"),
+        ({"text": "a", "candidates": [{"id": 1, "label": ""}]}, "data.candidates.0.label"),
+        ({"text": "a", "candidates": [{"label": "x"}]}, "data.candidates.0.id"),
+        ({"text": "a", "candidates": [{"id": 1, "label": "x"}], "max_labels": 0},
+         "data.max_labels"),
+        ({"text": "a", "candidates": [{"id": 1, "label": "x"}], "template": 3}, "data.template"),
     ],
-)
+)  # fmt: skip
 def test_limits_name_the_field(data, field):
     assert field_of(data).startswith(field)
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"text": "a"}, "data.labels"),
+        ({"text": "a", "labels": ["x"], "candidates": [{"id": 1, "label": "x"}]},
+         "data.candidates"),
+        ({"text": "a", "labels": ["x"], "max_labels": 2}, "data.max_labels"),
+        ({"text": "a", "labels": ["x"], "template": "{label}"}, "data.template"),
+    ],
+)  # fmt: skip
+def test_labels_or_candidates(data, field):
+    problem = GLiNERRequest.model_validate(data).labels_problem()
+    assert problem is not None and problem[0] == field and problem[1].startswith(field)
+
+
+def test_candidates_keep_extra_fields_and_ids_as_given():
+    request = GLiNERRequest.model_validate(
+        {
+            "text": "a",
+            "candidates": [{"id": 7, "label": "x", "kind": "city"}, {"id": "7", "label": "y"}],
+        }
+    )
+    assert request.labels_problem() is None
+    assert [c.model_dump(exclude_none=True) for c in request.candidates] == [
+        {"id": 7, "label": "x", "kind": "city"}, {"id": "7", "label": "y"},
+    ]  # fmt: skip
 
 
 def test_module_does_not_import_vllm():

@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 from vllm_factory.testing.gliner.requests import (
     COMMON_BAD_INPUTS,
+    test_a_thousand_candidates_are_linked,
     test_batched_equals_one_by_one,
+    test_linking_equals_labels_with_candidate_ids,
     test_nan_threshold_is_rejected,
+    test_reranking_chunks_equal_chunks_one_by_one,
     test_string_and_list_text_and_duplicate_labels,
 )
 from vllm_factory.testing.requests import assert_refused
@@ -21,12 +24,15 @@ from vllm_factory.testing.requests import assert_refused
 # What a package's test module collects (``from ... import *``).
 __all__ = [
     "test_a_thousand_candidate_labels_are_scored",
+    "test_a_thousand_candidates_are_linked",
     "test_bad_input_is_4xx_naming_the_field",
     "test_batched_equals_one_by_one",
     "test_label_cache_hits_and_misses_on_the_servers_metrics",
     "test_label_order_and_repeats_do_not_change_scores",
+    "test_linking_equals_labels_with_candidate_ids",
     "test_marker_tokens_are_plain_text_in_bi_encoder_labels",
     "test_nan_threshold_is_rejected",
+    "test_reranking_chunks_equal_chunks_one_by_one",
     "test_server_keeps_serving_identical_scores_after_bad_input",
     "test_string_and_list_text_and_duplicate_labels",
 ]

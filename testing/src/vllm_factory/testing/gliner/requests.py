@@ -7,13 +7,22 @@ import math
 import httpx
 import pytest
 from vllm_factory.heads.gliner.request import MAX_LABELS_PER_REQUEST
+from vllm_factory.testing.gliner.linking import (
+    LINKING_BAD_INPUTS,
+    test_a_thousand_candidates_are_linked,
+    test_linking_equals_labels_with_candidate_ids,
+    test_reranking_chunks_equal_chunks_one_by_one,
+)
 from vllm_factory.testing.requests import assert_refused, bad_text_requests
 
 # What a package's test module collects (``from ... import *``).
 __all__ = [
+    "test_a_thousand_candidates_are_linked",
     "test_bad_input_is_4xx_naming_the_field",
     "test_batched_equals_one_by_one",
+    "test_linking_equals_labels_with_candidate_ids",
     "test_nan_threshold_is_rejected",
+    "test_reranking_chunks_equal_chunks_one_by_one",
     "test_server_keeps_serving_identical_entities_after_bad_input",
     "test_string_and_list_text_and_duplicate_labels",
 ]
@@ -76,6 +85,7 @@ COMMON_BAD_INPUTS = [
     ({"text": "ab cd", "labels": ["a"], "input_spans": [[{"start": 0}]]}, "data.input_spans"),
     ({"text": "ab", "labels": ["a"], "return_class_probs": "yes"}, "data.return_class_probs"),
     ({"text": "ab", "labels": ["a"], "max_len": 0}, "data.max_len"),
+    *LINKING_BAD_INPUTS,
 ]
 # A uni-encoder's label prompt is built from marker tokens, so a label may not hold one, and
 # its labels share the prompt with the text: 1,000 are refused.
@@ -83,7 +93,11 @@ BAD_INPUTS = [
     *COMMON_BAD_INPUTS,
     ({"text": "x", "labels": ["a <<ENT>> b"]}, "data.labels"),
     ({"text": "x", "labels": [f"l{i}" for i in range(1000)]}, "data.labels"),
-]
+    ({"text": "x", "candidates": [{"id": i, "label": f"l{i}"} for i in range(1000)]},
+     "data.candidates"),
+    ({"text": ["x"] * 5, "max_labels": 1,
+      "candidates": [{"id": i, "label": f"l{i}"} for i in range(250)]}, "data.max_labels"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("data", "field"), BAD_INPUTS)

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from transformers import AutoTokenizer
 from vllm_factory.core import compat
 from vllm_factory.core.io_processor import FactoryIOProcessor
@@ -36,6 +37,14 @@ from vllm_factory.heads.gliner.decoding import (
     word_spans,
 )
 from vllm_factory.heads.gliner.labels import LABELS_KEY, METRICS, STATS_NAME
+from vllm_factory.heads.gliner.linking import (
+    LabelPlan,
+    candidate_labels,
+    chunked,
+    link,
+    merge_chunks,
+    template_problem,
+)
 from vllm_factory.heads.gliner.prep import LABELS_TOKENIZER_DIR
 from vllm_factory.heads.gliner.prompts import (
     LAYOUT_KEY,
@@ -46,7 +55,12 @@ from vllm_factory.heads.gliner.prompts import (
     split_words,
     unique_labels,
 )
-from vllm_factory.heads.gliner.request import UNI_ENCODER_MAX_LABELS, GLiNERRequest
+from vllm_factory.heads.gliner.request import (
+    MAX_CHARS_PER_LABEL,
+    MAX_PROMPTS_PER_REQUEST,
+    UNI_ENCODER_MAX_LABELS,
+    GLiNERRequest,
+)
 from vllm_factory.heads.gliner.settings import GLiNERSettings, read_settings
 
 logger = logging.getLogger(__name__)
@@ -117,7 +131,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
 
     # -- request -> prompts --------------------------------------------------------------------
 
-    def encode_labels(self, labels: Sequence[str]) -> list[list[int]]:
+    def encode_labels(self, labels: Sequence[str], field: str = "data.labels") -> list[list[int]]:
         """A bi-encoder's label token ids, as gliner's label tokenizer call makes them."""
         truncate = self.label_truncation is not None
         encoded = self.labels_tokenizer(
@@ -126,9 +140,9 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         for label, ids in zip(labels, encoded):
             if len(ids) > self.label_token_limit:
                 raise compat.validation_error(
-                    f"data.labels: {label[:40]!r} is {len(ids)} label tokens; the label "
+                    f"{field}: {label[:40]!r} is {len(ids)} label tokens; the label "
                     f"encoder takes at most {self.label_token_limit}",
-                    "data.labels",
+                    field,
                 )
         return [list(ids) for ids in encoded]
 
@@ -150,39 +164,74 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         layout = layout_from_word_ids(encoding.word_ids(), len(prompt), len(words))
         return list(encoding["input_ids"]), layout
 
+    def label_plan(self, request: GLiNERRequest) -> LabelPlan:
+        """The request's labels and how they are scored: one chunk of ``labels``, or the
+        candidates' labels (``template``) in chunks of ``max_labels``."""
+        if request.candidates is None:
+            labels = unique_labels(request.labels or ())
+            return LabelPlan(labels, [labels])
+        problem = template_problem(request.template)
+        if problem is not None:
+            raise compat.validation_error(problem, "data.template")
+        candidates = [c.model_dump(exclude_none=True) for c in request.candidates]
+        labels, owner = candidate_labels(candidates, request.template)
+        for label, index in owner.items():
+            if not label.strip() or len(label) > MAX_CHARS_PER_LABEL:
+                raise compat.validation_error(
+                    f"data.candidates[{index}]: its label from data.template must be 1 to "
+                    f"{MAX_CHARS_PER_LABEL} characters, not blank; got {len(label)}",
+                    f"data.candidates[{index}]",
+                )
+        return LabelPlan(labels, chunked(labels, request.max_labels), candidates, owner)
+
     def build_prompts(self, request: GLiNERRequest) -> list[list[int]]:
+        problem = request.labels_problem()
+        if problem is not None:
+            raise compat.validation_error(problem[1], problem[0])
         problem = request.input_span_problem()
         if problem is not None:
             raise compat.validation_error(problem, "data.input_spans")
-        labels = unique_labels(request.labels)
+        plan = self.label_plan(request)
+        field = "data.labels" if request.candidates is None else "data.candidates"
         label_ids = None
         if self.settings.bi_encoder:
-            label_ids = self.encode_labels(labels)
+            label_ids = self.encode_labels(plan.labels, field)
+            chunks = [plan.labels]  # every label scored on its own: chunks split the scores
         else:
-            if len(request.labels) > UNI_ENCODER_MAX_LABELS:
+            chunks = plan.chunks
+            count = len(request.labels) if request.candidates is None else len(chunks[0])
+            if count > UNI_ENCODER_MAX_LABELS:
                 raise compat.validation_error(
-                    f"data.labels: at most {UNI_ENCODER_MAX_LABELS} labels for a uni-encoder "
-                    f"GLiNER (its labels share the prompt with the text), got "
-                    f"{len(request.labels)}",
-                    "data.labels",
+                    f"{field}: at most {UNI_ENCODER_MAX_LABELS} labels for a uni-encoder "
+                    f"GLiNER (its labels share the prompt with the text), got {count}"
+                    + ("; send data.max_labels to score them in chunks" if field != "data.labels"
+                       else ""),
+                    field,
+                )  # fmt: skip
+            if len(chunks) * len(request.texts) > MAX_PROMPTS_PER_REQUEST:
+                raise compat.validation_error(
+                    f"data.max_labels: {len(chunks)} chunks x {len(request.texts)} texts is "
+                    f"over {MAX_PROMPTS_PER_REQUEST} model inputs per request",
+                    "data.max_labels",
                 )
-            for label in labels:
+            for label in plan.labels:
                 for token in (self.settings.ent_token, self.settings.sep_token):
                     if token in label:
                         raise compat.validation_error(
-                            f"data.labels: labels must not contain {token!r}", "data.labels"
+                            f"{field}: labels must not contain {token!r}", field
                         )
         prompts, layouts = [], {}
         for text in request.texts:
-            ids, layout = self.encode(text, labels, request.max_len)
-            if not any(layout.counts):
-                raise compat.validation_error(
-                    f"data.labels: the label prompt fills all {self.token_limit} tokens; "
-                    "send fewer or shorter labels",
-                    "data.labels",
-                )
-            prompts.append(ids)
-            layouts[prompt_key(ids)] = layout.to_wire()
+            for chunk in chunks:
+                ids, layout = self.encode(text, chunk, request.max_len)
+                if not any(layout.counts):
+                    raise compat.validation_error(
+                        f"{field}: the label prompt fills all {self.token_limit} tokens; "
+                        "send fewer or shorter labels",
+                        field,
+                    )
+                prompts.append(ids)
+                layouts[prompt_key(ids)] = layout.to_wire()
         self._latest.layouts = layouts
         self._latest.label_ids = label_ids
         return prompts
@@ -200,28 +249,56 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
 
     # -- outputs -> response ---------------------------------------------------------------------
 
+    def chunk_scores(
+        self, plan: LabelPlan, outputs: Sequence[Any], index: int, num_words: int
+    ) -> list[torch.Tensor]:
+        """Text ``index``'s score tensor per label chunk: a uni-encoder's chunks are prompts
+        of their own; a bi-encoder scored all labels in one prompt (sliced here)."""
+        if not self.settings.bi_encoder:
+            first = index * len(plan.chunks)
+            return [
+                checked_scores(output.outputs.data.float().cpu(), num_words, index)
+                for output in outputs[first : first + len(plan.chunks)]
+            ]
+        scores = checked_scores(outputs[index].outputs.data.float().cpu(), num_words, index)
+        parts, offset = [], 0
+        for chunk in plan.chunks:
+            parts.append(scores[:, :, offset : offset + len(chunk)])
+            offset += len(chunk)
+        return parts
+
     def build_response(self, request: GLiNERRequest, outputs: Sequence[Any]) -> list:
-        labels = unique_labels(request.labels)
+        plan = self.label_plan(request)
+        linking = plan.candidates is not None
         results = []
-        for index, (text, output) in enumerate(zip(request.texts, outputs)):
+        for index, text in enumerate(request.texts):
             words = split_words(text, request.max_len or self.settings.max_len)
-            scores = checked_scores(output.outputs.data.float().cpu(), len(words), index)
+            per_chunk = self.chunk_scores(plan, outputs, index, len(words))
             allowed = None
             if request.input_spans is not None and request.input_spans[index] is not None:
                 chars = [(span.start, span.end) for span in request.input_spans[index]]
-                allowed = span_filter(word_spans(chars, words), len(words), scores.shape[1])
-            spans = decode_spans(
-                scores,
-                len(words),
-                request.threshold,
-                request.flat_ner,
-                request.multi_label,
-                allowed,
-            )
-            probs = scores if request.return_class_probs else None
-            entities = to_entities(spans, words, labels, text, probs)
+                allowed = span_filter(word_spans(chars, words), len(words), per_chunk[0].shape[1])
+            found = []
+            for chunk, scores in zip(plan.chunks, per_chunk):
+                spans = decode_spans(
+                    scores,
+                    len(words),
+                    request.threshold,
+                    request.flat_ner,
+                    request.multi_label,
+                    allowed,
+                )
+                probs = scores if request.return_class_probs or linking else None
+                found.append(to_entities(spans, words, chunk, text, probs))
+            if linking:
+                merged = merge_chunks(
+                    found, request.threshold, rerank=request.max_labels is not None
+                )
+                entities = link(merged, plan.candidates, plan.owner)
+            else:
+                entities = found[0]
             if request.return_scores:
-                results.append({"entities": entities, "scores": scores.tolist()})
+                results.append({"entities": entities, "scores": torch.cat(per_chunk, 2).tolist()})
             else:
                 results.append(entities)
         return results

@@ -15,6 +15,9 @@ UNI_ENCODER_MAX_LABELS = 256
 MAX_CHARS_PER_LABEL = 4096  # entity-linking labels carry descriptions
 MAX_SPANS_PER_TEXT = 4096
 MAX_WORDS_PER_TEXT = 100_000
+MAX_CANDIDATE_ID_CHARS = 512
+# Linking with chunks (max_labels): prompts per request = texts x chunks (uni-encoders).
+MAX_PROMPTS_PER_REQUEST = 1024
 
 
 class CharSpan(BaseModel):
@@ -24,6 +27,29 @@ class CharSpan(BaseModel):
 
     start: int
     end: int
+
+
+class LinkCandidate(BaseModel):
+    """An entity-linking candidate: ``id`` (returned as given), ``label`` (its name),
+    ``description``, and any other fields the request's ``template`` names."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    id: str | int
+    label: str
+    description: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, value: str | int) -> str | int:
+        if isinstance(value, str) and not 0 < len(value) <= MAX_CANDIDATE_ID_CHARS:
+            raise ValueError(f"must be 1 to {MAX_CANDIDATE_ID_CHARS} characters")
+        return value
+
+    @field_validator("label")
+    @classmethod
+    def _check_label(cls, value: str) -> str:
+        return check_texts(value, max_items=1, max_chars=MAX_CHARS_PER_LABEL, noun="label")
 
 
 class GLiNERRequest(BaseModel):
@@ -37,12 +63,18 @@ class GLiNERRequest(BaseModel):
     ``return_class_probs`` (each entity gets ``class_probs``: its span's five most probable
     labels with their scores). ``max_len``: words per text gliner keeps (its
     ``from_pretrained(max_length=...)``; default: the checkpoint's ``max_len``); the prompt is
-    still cut at the tokenizer's limit."""
+    still cut at the tokenizer's limit.
+
+    Entity linking (:mod:`~vllm_factory.heads.gliner.linking`): ``candidates`` instead of
+    ``labels`` (``[{"id", "label", "description", ...}]``, ids unique), ``template`` (how a
+    candidate becomes a label, default ``"{label}"``), ``max_labels`` (reranking: labels
+    scored in chunks of this many, best entity per span kept); entities then carry
+    ``class_probs``, ``candidate_id`` and ranked ``candidates``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str | list[str]
-    labels: list[str]
+    labels: list[str] | None = None
     threshold: float = 0.5
     flat_ner: bool = True
     multi_label: bool = False
@@ -50,12 +82,41 @@ class GLiNERRequest(BaseModel):
     input_spans: list[list[CharSpan] | None] | None = None
     return_class_probs: bool = False
     max_len: int | None = None
+    candidates: list[LinkCandidate] | None = None
+    template: str = "{label}"
+    max_labels: int | None = None
 
     @field_validator("max_len")
     @classmethod
     def _check_max_len(cls, value: int | None) -> int | None:
         if value is not None and not 1 <= value <= MAX_WORDS_PER_TEXT:
             raise ValueError(f"must be between 1 and {MAX_WORDS_PER_TEXT} words")
+        return value
+
+    @field_validator("max_labels")
+    @classmethod
+    def _check_max_labels(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= UNI_ENCODER_MAX_LABELS:
+            raise ValueError(f"must be between 1 and {UNI_ENCODER_MAX_LABELS}")
+        return value
+
+    @field_validator("candidates")
+    @classmethod
+    def _check_candidates(cls, value: list[LinkCandidate] | None) -> list[LinkCandidate] | None:
+        if value is None:
+            return value
+        if not value:
+            raise ValueError("must hold at least one candidate")
+        if len(value) > MAX_LABELS_PER_REQUEST:
+            raise ValueError(f"at most {MAX_LABELS_PER_REQUEST} candidates per request")
+        seen: dict[str | int, int] = {}
+        for index, candidate in enumerate(value):
+            if candidate.id in seen:
+                raise ValueError(
+                    f"ids must be unique: [{index}] repeats the id {candidate.id!r} of "
+                    f"[{seen[candidate.id]}]"
+                )
+            seen[candidate.id] = index
         return value
 
     @field_validator("text")
@@ -65,7 +126,9 @@ class GLiNERRequest(BaseModel):
 
     @field_validator("labels")
     @classmethod
-    def _check_labels(cls, value: list[str]) -> list[str]:
+    def _check_labels(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return value
         return check_texts(
             value, max_items=MAX_LABELS_PER_REQUEST, max_chars=MAX_CHARS_PER_LABEL, noun="label"
         )
@@ -74,6 +137,20 @@ class GLiNERRequest(BaseModel):
     @classmethod
     def _check_threshold(cls, value: float) -> float:
         return check_probability(value)
+
+    def labels_problem(self) -> tuple[str, str] | None:
+        """(field, message) when the request has neither or both of ``labels`` and
+        ``candidates``, or linking options without candidates; else None."""
+        if self.labels is None and self.candidates is None:
+            return "data.labels", "data.labels: send labels, or candidates to link"
+        if self.labels is not None and self.candidates is not None:
+            return "data.candidates", "data.candidates: send labels or candidates, not both"
+        if self.candidates is None:
+            if self.max_labels is not None:
+                return "data.max_labels", "data.max_labels: only with data.candidates"
+            if "template" in self.model_fields_set:
+                return "data.template", "data.template: only with data.candidates"
+        return None
 
     def input_span_problem(self) -> str | None:
         """What is wrong with ``input_spans`` given the texts (a message naming the field), or
