@@ -48,7 +48,8 @@ def test_integer_thresholds_accepted():
         ({"text": "a", "labels": ["x"], "multi_label": 0}, "data.multi_label"),
         ({"text": "a", "labels": ["x"], "extra": 1}, "data.extra"),
         ({"text": "a", "candidates": []}, "data.candidates"),
-        ({"text": "a", "candidates": [{"id": "q", "label": "x"}] * 2}, "data.candidates"),
+        ({"text": "a", "candidates": [{"id": "q", "label": "x"}, {"id": "q", "label": "y"}]},
+         "data.candidates"),
         ({"text": "a", "candidates": [{"id": "", "label": "x"}]}, "data.candidates.0.id"),
         ({"text": "a", "candidates": [{"id": 1.0, "label": "x"}]}, "data.candidates.0.id"),
         ({"text": "a", "candidates": [{"id": 1, "label": ""}]}, "data.candidates.0.label"),
@@ -75,6 +76,12 @@ def test_limits_name_the_field(data, field):
 def test_labels_or_candidates(data, field):
     problem = GLiNERRequest.model_validate(data).labels_problem()
     assert problem is not None and problem[0] == field and problem[1].startswith(field)
+
+
+def test_the_same_candidate_twice_is_fine():
+    same = {"id": "q", "label": "x", "description": "d"}
+    request = GLiNERRequest.model_validate({"text": "a", "candidates": [same, dict(same)]})
+    assert len(request.candidates) == 2
 
 
 def test_candidates_keep_extra_fields_and_ids_as_given():

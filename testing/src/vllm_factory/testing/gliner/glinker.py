@@ -1,4 +1,5 @@
-"""A glinker entity-linking pipeline with its GLiNER layers served vs in process.
+"""A glinker entity-linking pipeline with its GLiNER layers served vs in process; the
+server's own linking form (``data.candidates``) vs glinker's L3 and L4 results.
 
 glinker's own pipeline (``ConfigBuilder``: L1 GLiNER mentions -> L2 dict layer -> L3 GLiNER
 linking -> L4 GLiNER reranking -> L0), run twice in the glinker venv on the package's tiny
@@ -99,6 +100,54 @@ def _run(env, args: list, out: Path, extra_path: str | None = None) -> dict:
     return json.loads(out.read_text(encoding="utf-8"))
 
 
+def _served_links(server, inputs: dict, local: dict, rerank: bool) -> list[list[dict]]:
+    """What the server's linking form (``data.candidates``) returns for each text given the
+    in-process pipeline's L1 mentions and L2 candidates, as L3 (or, with ``rerank``, L4) is
+    configured; glinker's field names become ours (``entity_id`` -> ``id``)."""
+    outputs = local["outputs"]
+    layer = "l4" if rerank else "l3"
+    results = []
+    for text, mentions, records in zip(
+        inputs["texts"], outputs["l1_result"]["entities"], outputs["l2_result"]["candidates"]
+    ):
+        if not records:  # glinker links nothing without candidates; the server refuses none
+            results.append([])
+            continue
+        fields = ("label", "description", "entity_type", "popularity")
+        data = {
+            "text": text, "template": inputs["template"], "max_len": inputs["max_length"],
+            "threshold": inputs[f"{layer}_threshold"],
+            "candidates": [{"id": r["entity_id"], **{k: r[k] for k in fields}} for r in records],
+            "input_spans": [[{"start": m["start"], "end": m["end"]} for m in mentions] or None],
+        }  # fmt: skip
+        if rerank:
+            data["max_labels"] = inputs["l4_max_labels"]
+        response = server.pooling(data)
+        assert response.status_code == 200, response.text
+        results.append(response.json()["data"][0])
+    return results
+
+
+def _check_links(
+    served: list[list[dict]], local: dict, inputs: dict, key: str, limit: float
+) -> int:
+    """Served links = glinker's entities of ``key`` plus the candidate each label came from
+    (glinker's label -> candidate map: the first record whose label it is, up to case)."""
+    records = local["outputs"]["l2_result"]["candidates"]
+    for i, (links, entities) in enumerate(zip(served, local["outputs"][key]["entities"])):
+        owner: dict[str, str] = {}
+        for entry in records[i]:
+            owner.setdefault(inputs["template"].format(**entry).lower(), entry["entity_id"])
+        plain = [{k: link[k] for k in entities[0]} for link in links] if entities else links
+        _compare(plain, entities, limit, f"{key}[{i}]")
+        for link in links:
+            assert link["candidate_id"] == owner[link["label"].lower()], (key, i, link)
+            assert [c["id"] for c in link["candidates"]] == [
+                owner[label.lower()] for label in link["class_probs"]
+            ]
+    return sum(map(len, served))
+
+
 def _count(outputs: dict, key: str) -> int:
     return sum(len(per_text) for per_text in outputs[key]["entities"])
 
@@ -120,6 +169,11 @@ def test_glinker_pipeline_served_equals_in_process(server, reference_dir, corpus
     assert served["processors"]["l4"] == "l4_vllm"
     limit = tolerance(server.dtype).score
     floats = _compare(served["outputs"], local["outputs"], limit)
+    # The server's own linking form, given the same mentions and candidates: glinker's L3 and
+    # L4 results with each mention's candidate id.
+    for key, rerank in (("l3_result", False), ("l4_result", True)):
+        linked = _check_links(_served_links(server, data, local, rerank), local, data, key, limit)
+        assert linked == _count(local["outputs"], key) > 0
     mentions, links = _count(local["outputs"], "l1_result"), _count(local["outputs"], "l3_result")
     reranked = _count(local["outputs"], "l4_result")
     candidates = sum(len(group) for group in local["outputs"]["l2_result"]["candidates"])
@@ -133,7 +187,8 @@ def test_glinker_pipeline_served_equals_in_process(server, reference_dir, corpus
         f"\nglinker pipeline ({server.dtype}): {len(data['texts'])} texts, "
         f"{len(data['entities'])} entities; {mentions} L1 mentions, {candidates} L2 candidates, "
         f"{links} L3 links, {reranked} L4 links (candidates in chunks of 3) identical served "
-        f"and in process ({floats} scores within {limit}); "
+        f"and in process ({floats} scores within {limit}), and from the server's "
+        f"data.candidates form with candidate ids; "
         f"{local['seconds']:.1f} s in process, {served['seconds']:.1f} s served"
     )
     assert mentions > 0 and candidates > 0 and links > 0 and reranked > 0

@@ -28,10 +28,15 @@ CANDIDATES = [
     {"id": "Q-Pa", "label": "Paris Hilton"},  # no description: the template falls back
     {"id": "Q-mon", "label": "Monday", "description": "day of the week"},
     {"id": "Q-é", "label": "Zoë Ünal", "description": "ficción, 東京"},
+    # the same candidate again (glinker's L2 lists an entity once per mention): one candidate
+    {"id": "Q64", "label": "Berlin", "description": "capital of Germany"},
 ]
 LINKING_BAD_INPUTS = [
     ({"text": "x", "candidates": []}, "data.candidates"),
     ({"text": "x", "candidates": [{"id": "a", "label": "A"}, {"id": "a", "label": "B"}]},
+     "data.candidates"),
+    ({"text": "x", "candidates": [{"id": "a", "label": "A", "description": "d"},
+                                  {"id": "a", "label": "A", "description": "e"}]},
      "data.candidates"),
     ({"text": "x", "labels": ["a"], "candidates": [{"id": "a", "label": "A"}]},
      "data.candidates"),
@@ -81,7 +86,7 @@ def _same(a: dict, b: dict) -> None:
 
 def test_linking_equals_labels_with_candidate_ids(ner):
     labels, owner = _labels(CANDIDATES, TEMPLATE)
-    assert len(labels) == len(CANDIDATES) - 1 and "Paris Hilton" in labels
+    assert len(labels) == len(CANDIDATES) - 2 and "Paris Hilton" in labels
     common = {"text": [TEXT, TEXT.upper()], "threshold": 0.05}
     linked = ner({**common, "candidates": CANDIDATES, "template": TEMPLATE})
     plain = ner({**common, "labels": labels, "return_class_probs": True})

@@ -66,7 +66,8 @@ class GLiNERRequest(BaseModel):
     still cut at the tokenizer's limit.
 
     Entity linking (:mod:`~vllm_factory.heads.gliner.linking`): ``candidates`` instead of
-    ``labels`` (``[{"id", "label", "description", ...}]``, ids unique), ``template`` (how a
+    ``labels`` (``[{"id", "label", "description", ...}]``; an id twice must be the same
+    candidate twice), ``template`` (how a
     candidate becomes a label, default ``"{label}"``), ``max_labels`` (reranking: labels
     scored in chunks of this many, best entity per span kept); entities then carry
     ``class_probs``, ``candidate_id`` and ranked ``candidates``."""
@@ -109,14 +110,16 @@ class GLiNERRequest(BaseModel):
             raise ValueError("must hold at least one candidate")
         if len(value) > MAX_LABELS_PER_REQUEST:
             raise ValueError(f"at most {MAX_LABELS_PER_REQUEST} candidates per request")
+        # The same candidate twice (glinker's L2 lists an entity once per mention) is one
+        # candidate; one id with two different contents is an error.
         seen: dict[str | int, int] = {}
         for index, candidate in enumerate(value):
-            if candidate.id in seen:
+            first = seen.setdefault(candidate.id, index)
+            if first != index and candidate != value[first]:
                 raise ValueError(
-                    f"ids must be unique: [{index}] repeats the id {candidate.id!r} of "
-                    f"[{seen[candidate.id]}]"
+                    f"[{index}] has the id {candidate.id!r} of [{first}] with other fields; "
+                    "ids must be unique"
                 )
-            seen[candidate.id] = index
         return value
 
     @field_validator("text")
