@@ -331,12 +331,18 @@ def bench(session: nox.Session) -> None:
     """Plugin vs vLLM native vs reference library: throughput and latency sweeps.
 
     ``nox -s bench -- --plugin moderncolbert --quick [--device cuda]``; every option of
-    ``python -m vllm_factory.testing.bench --help`` passes through. Results go to
+    ``python -m vllm_factory.testing.bench --help`` passes through. ``nox -s bench --
+    --linking [--plugin deberta_gliner]``: the entity-linking bench
+    (``python -m vllm_factory.testing.gliner.link_bench --help``). Results go to
     ``packages/models/<plugin>/benchmarks/results/<machine>/`` (JSON, Markdown, PNG charts).
     """
     serving_env(session, DEFAULT_VLLM)
     session.install(*BENCH_DEPS)
     args = list(session.posargs)
+    if "--linking" in args:  # entity linking: glinker's L3 served vs in process
+        args.remove("--linking")
+        session.run("python", "-m", "vllm_factory.testing.gliner.link_bench", *args)
+        return
     if not any(arg in ("--plugin", "--spec") or arg.startswith("--plugin=") for arg in args):
         args = ["--plugin", "moderncolbert", *args]
     session.run("python", "-m", "vllm_factory.testing.bench", *args)

@@ -174,3 +174,18 @@ def test_no_label_projection_when_the_widths_agree():
     model = GLiNERSpanHead(dataclasses.replace(parse_settings(CONFIG), hidden_size=16))
     assert not hasattr(model.token_rep_layer, "labels_projection")
     assert hasattr(model.token_rep_layer, "projection")  # the text encoder's 12 -> 16
+
+
+def test_label_ids_the_label_encoder_cannot_take_get_empty_scores():
+    model = head()
+    vocab = model.label_limits["vocab_size"]
+    positions = model.label_limits["max_tokens"]
+    assert vocab and positions
+    req = request((1, 2), [[1, 5, 2]], 0)
+    hidden = torch.randn(len(req.token_ids), 12)
+    for labels in ([[1, vocab]], [[1] * (positions + 1)]):
+        extra = {**req.extra, LABELS_KEY: labels}
+        assert label_ids_for(extra, **model.label_limits) is None
+        (empty,) = model([hidden], [PoolerRequest(token_ids=req.token_ids, extra=extra)])
+        assert empty.shape[0] == 0
+    assert label_ids_for({LABELS_KEY: [[vocab - 1] * positions]}, **model.label_limits)

@@ -72,6 +72,35 @@ def check_plugin(answer: dict) -> None:
         raise ValueError(f"plugin: expected one entity list, got {str(answer)[:300]}")
 
 
+def bench_checkpoint(
+    reference: GLiNERReference,
+    package: str,
+    texts: list[str],
+    labels: list[str],
+    env: Any = None,
+    threshold: float = THRESHOLD,
+) -> Path:
+    """``reference``'s bench-size checkpoint (its variant), scores calibrated on ``texts`` and
+    ``labels`` to a trained model's entity density at ``threshold``, run through
+    ``vllm-factory-prep``: the prepared folder, cached under ``.artifacts/<package>-bench/``."""
+
+    def build(target: Path) -> None:
+        texts_file = target / "calibration-texts.json"
+        texts_file.write_text(json.dumps(texts))
+        calibrate = ["--calibrate", ",".join(labels), "--threshold", str(threshold),
+                     "--calibration-texts", texts_file]  # fmt: skip
+        raw = reference.build_checkpoint(target / "gliner", "bench", SEED, calibrate, env=env)
+        from vllm_factory.heads.gliner.prep import prepare
+
+        prepare(raw, target / "served")
+
+    variant = f"-{reference.variant}" if reference.variant else ""
+    inputs = [reference.builder, *KIT_INPUTS]
+    root = repo_root() / ".artifacts" / f"{package.replace('_', '-')}-bench"
+    name = f"checkpoint{variant}-bench-seed{SEED}"
+    return cached_artifact(name, inputs, build, root=root) / "served"
+
+
 class GLiNERBenchSpec(PackageBenchSpec):
     """The spec of the GLiNER package whose ``benchmarks/bench_spec.py`` is ``spec_file``."""
 
@@ -88,23 +117,9 @@ class GLiNERBenchSpec(PackageBenchSpec):
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
         if config.checkpoint:
             return Path(config.checkpoint)
-
-        def build(target: Path) -> None:
-            texts = target / "calibration-texts.json"
-            texts.write_text(json.dumps(self.calibration_texts()))
-            calibrate = ["--calibrate", ",".join(LABELS), "--threshold", str(THRESHOLD),
-                         "--calibration-texts", texts]  # fmt: skip
-            env = self.given_env(config)
-            raw = self.reference.build_checkpoint(
-                target / "gliner", "bench", SEED, calibrate, env=env
-            )
-            from vllm_factory.heads.gliner.prep import prepare
-
-            prepare(raw, target / "served")
-
-        inputs = [self.reference.builder, *KIT_INPUTS]
-        root = repo_root() / ".artifacts" / f"{self.name.replace('_', '-')}-bench"
-        return cached_artifact(f"checkpoint-bench-seed{SEED}", inputs, build, root=root) / "served"
+        return bench_checkpoint(
+            self.reference, self.name, self.calibration_texts(), LABELS, self.given_env(config)
+        )
 
     def calibration_texts(self) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of corpus and docstring

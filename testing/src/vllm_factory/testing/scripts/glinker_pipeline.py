@@ -25,7 +25,7 @@ SERVED = {
 }
 
 
-def build_config(inputs: dict, checkpoint: str) -> dict:
+def build_config(inputs: dict, checkpoint: str, with_l4: bool = True) -> dict:
     from glinker import ConfigBuilder
 
     builder = ConfigBuilder(name="vllm-factory-glinker")
@@ -37,10 +37,11 @@ def build_config(inputs: dict, checkpoint: str) -> dict:
     builder.l3.configure(
         model=checkpoint, threshold=inputs["l3_threshold"], max_length=inputs["max_length"]
     )
-    builder.l4.configure(
-        model=checkpoint, threshold=inputs["l4_threshold"], max_labels=inputs["l4_max_labels"],
-        max_length=inputs["max_length"],
-    )  # fmt: skip
+    if with_l4:
+        builder.l4.configure(
+            model=checkpoint, threshold=inputs["l4_threshold"],
+            max_labels=inputs["l4_max_labels"], max_length=inputs["max_length"],
+        )  # fmt: skip
     builder.set_schema_template(inputs["template"])
     return builder.get_config()
 

@@ -180,8 +180,14 @@ class GLiNERSpanHead(FactoryPooler):
             self.token_rep_layer = TokenRepLayer(settings)
         if settings.bi_encoder:
             self.label_cache = LabelVectorCache(cache_size_from_env())
-            pad = (settings.labels_encoder_config or {}).get("pad_token_id")
+            encoder_config = settings.labels_encoder_config or {}
+            pad = encoder_config.get("pad_token_id")
             self.labels_pad_id = int(pad) if pad is not None else 0
+            # What the label encoder can take: ids of its vocabulary, its positions' worth.
+            self.label_limits = {
+                "vocab_size": encoder_config.get("vocab_size"),
+                "max_tokens": encoder_config.get("max_position_embeddings"),
+            }
         if settings.num_rnn_layers > 0:
             self.rnn = WordLSTM(width, settings.num_rnn_layers)
         self.span_rep_layer = SpanRepLayer(width, settings.max_width)
@@ -227,7 +233,7 @@ class GLiNERSpanHead(FactoryPooler):
             layout = layout_for(request.extra, request.token_ids)
             rows = min(hidden.shape[0], len(request.token_ids))
             if self.settings.bi_encoder:
-                label_ids = label_ids_for(request.extra)
+                label_ids = label_ids_for(request.extra, **self.label_limits)
                 labels = None if label_ids is None else np.arange(len(label_ids))
             else:
                 labels = None if layout is None else self.label_positions(request.token_ids)
@@ -286,7 +292,7 @@ class GLiNERSpanHead(FactoryPooler):
         """The well-formed empty result ``[0, max_width, num_labels]`` of an unscored prompt."""
         labels = 0
         if self.settings.bi_encoder:
-            labels = len(label_ids_for(request.extra) or ())
+            labels = len(label_ids_for(request.extra, **self.label_limits) or ())
         elif request.token_ids is not None:
             labels = int((request.token_ids == self.settings.class_token_index).sum())
         return torch.zeros((0, self.settings.max_width, labels), device=device)

@@ -129,20 +129,19 @@ class LabelVectorCache:
         """``[len(labels), width]``: cached rows where present, ``encode`` for the rest (one
         call for all misses of the step); repeated labels are encoded once."""
         keys = [self.key(ids) for ids in labels]
-        missing: dict[bytes, int] = {}
+        missing: dict[bytes, int] = {}  # key -> its row in ``unique``
+        unique: list[Sequence[int]] = []
         for key, ids in zip(keys, labels):
             if key in self._vectors:
                 self._vectors.move_to_end(key)
                 self.hits += 1
             elif key not in missing:
-                missing[key] = len(missing)
+                missing[key] = len(unique)
+                unique.append(ids)
                 self.misses += 1
             else:
                 self.hits += 1  # a repeat within the step: encoded once
-        fresh = None
-        if missing:
-            unique = [labels[keys.index(key)] for key in missing]
-            fresh = encode(unique)
+        fresh = encode(unique) if unique else None
         rows = [
             fresh[missing[key]] if key in missing else self._vectors[key]  # type: ignore[index]
             for key in keys
@@ -200,9 +199,13 @@ def encode_labels(
     return torch.cat(out)
 
 
-def label_ids_for(extra: Any) -> list[list[int]] | None:
+def label_ids_for(
+    extra: Any, vocab_size: int | None = None, max_tokens: int | None = None
+) -> list[list[int]] | None:
     """The label token ids the IOProcessor attached to a request, or None (vLLM's start-up
-    dummy runs, a request that bypassed the IOProcessor, malformed values); never raises."""
+    dummy runs, a request that bypassed the IOProcessor, malformed values, ids the label
+    encoder cannot take: at or past ``vocab_size``, more than ``max_tokens`` per label);
+    never raises."""
     values = extra.get(LABELS_KEY) if extra else None
     if not isinstance(values, (list, tuple)) or not values:
         return None
@@ -210,7 +213,9 @@ def label_ids_for(extra: Any) -> list[list[int]] | None:
     for ids in values:
         if not isinstance(ids, (list, tuple)) or not ids:
             return None
-        if not all(isinstance(v, int) and v >= 0 for v in ids):
+        if max_tokens is not None and len(ids) > max_tokens:
+            return None
+        if not all(isinstance(v, int) and 0 <= v < (vocab_size or v + 1) for v in ids):
             return None
         labels.append([int(v) for v in ids])
     return labels

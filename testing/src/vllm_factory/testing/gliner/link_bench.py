@@ -1,0 +1,308 @@
+"""The entity-linking bench: glinker's L3 linking layer served (``data.candidates``) vs in
+process, side by side in one run.
+
+    nox -s bench -- --linking [--plugin deberta_gliner] [--quick] [--device cuda]
+
+- Checkpoint: the package's bi-encoder GLiNER at bench size (its ``build_checkpoint.py --size
+  bench --bi-encoder``: real width, a label encoder of the same shape, as the GLiNER linker
+  models), scores calibrated to a trained model's entity density for glinker's L1 labels at
+  threshold 0.5; prepared once, cached under ``.artifacts/<package>-bench/``.
+- Workload: glinker's own pipeline on the kit's corpus with a dict-layer knowledge base of a
+  few hundred entities named after corpus words (``linking_inputs``; each name twice, as two
+  near-duplicate entities): its L1 mentions and L2 candidates per text, computed once in
+  process. Request ``i`` = text ``i mod n``: the text, its candidates (``{label}:
+  {description}`` labels), its mentions as ``input_spans``, L3's threshold. Texts come back,
+  so candidates repeat across requests, as in a real linking service.
+- Reference: glinker's L3 processor in process (``scripts/glinker_link_bench.py``, glinker
+  venv) at 1, 8 and 32 texts per call, with labels encoded per call (``plain``) and with the
+  knowledge base's label embeddings precomputed once (``precomputed``).
+- Served: the plugin's server at 1, 8 and 32 concurrent clients; the label-vector cache's
+  hits and misses from the server's ``/metrics`` for the cold pass (every text once) and for
+  each measured point.
+
+Results: ``packages/models/<plugin>/benchmarks/results/<machine>/<plugin>-linking.{json,md,png}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import re
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from vllm_factory.testing.bench import machine_info, machine_name, repo_root, versions
+from vllm_factory.testing.gliner.bench import bench_checkpoint
+from vllm_factory.testing.gliner.glinker import linking_inputs
+from vllm_factory.testing.gliner.references import CORPUS, GLiNERReference, glinker_env
+from vllm_factory.testing.loadgen import Workload, closed_loop
+from vllm_factory.testing.refenv import SCRIPTS
+from vllm_factory.testing.server import VllmServer
+
+logger = logging.getLogger(__name__)
+
+THRESHOLD = 0.5
+METRIC = re.compile(r"^vllm_factory:gliner_label_cache_(\w+?)(?:_total)?\s+([0-9.eE+-]+)$")
+
+
+def cache_counts(url: str) -> dict[str, float]:
+    """The label cache's counters on the server's ``/metrics`` (hits, misses, evictions,
+    size, capacity)."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        match = METRIC.match(line)
+        if match:
+            counts[match.group(1)] = counts.get(match.group(1), 0.0) + float(match.group(2))
+    return counts
+
+
+def settled_counts(url: str) -> dict[str, float]:
+    """Counters once the engine has written its latest figures (at most once a second)."""
+    time.sleep(1.5)
+    return cache_counts(url)
+
+
+def cache_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    hits = after.get("hits", 0) - before.get("hits", 0)
+    misses = after.get("misses", 0) - before.get("misses", 0)
+    return {"hits": int(hits), "misses": int(misses),
+            "hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+            "size": after.get("size"), "capacity": after.get("capacity")}  # fmt: skip
+
+
+def request_bodies(model: str, workload: list[dict], inputs: dict) -> list[dict]:
+    """One ``POST /pooling`` body per workload text (glinker's L3 settings)."""
+    return [
+        {"model": model, "data": {
+            "text": item["text"], "candidates": item["candidates"],
+            "template": inputs["template"], "threshold": inputs["l3_threshold"],
+            "max_len": inputs["max_length"],
+            "input_spans": [item["mentions"] or None]}}
+        for item in workload
+    ]  # fmt: skip
+
+
+def run_reference(checkpoint: Path, inputs: dict, args: argparse.Namespace, tmp: Path) -> dict:
+    inputs_file, out = tmp / "inputs.json", tmp / "glinker.json"
+    inputs_file.write_text(json.dumps(inputs), encoding="utf-8")
+    env = glinker_env().ensure()
+    started = time.monotonic()
+    subprocess.run(
+        [str(env.python), str(SCRIPTS / "glinker_link_bench.py"), "--checkpoint", str(checkpoint),
+         "--inputs", str(inputs_file), "--out", str(out), "--batch-sizes", args.batch_sizes,
+         "--warmup", str(args.warmup), "--requests", str(args.requests),
+         "--device", args.device],
+        check=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(SCRIPTS)},
+    )  # fmt: skip
+    raw = json.loads(out.read_text(encoding="utf-8"))
+    raw["seconds"] = time.monotonic() - started
+    for runs in raw["runs"].values():
+        for run in runs:
+            latencies = sorted(run.pop("latencies_s"))
+            run["requests"] = len(latencies)
+            run["req_per_s"] = len(latencies) / run["wall_seconds"]
+            run["p50_ms"] = 1000 * latencies[len(latencies) // 2]
+    return raw
+
+
+def run_served(checkpoint: Path, workload: list[dict], inputs: dict, args) -> dict:
+    with VllmServer(checkpoint, dtype=args.dtype, max_model_len=512) as server:
+        bodies = request_bodies(server.model, workload, inputs)
+        url = f"{server.url}/pooling"
+        start = settled_counts(server.url)
+        # Cold pass: every text once (each new candidate label is a miss).
+        cold = asyncio.run(closed_loop(Workload(url, lambda i: bodies[i], len(bodies)), 1))
+        counts = settled_counts(server.url)
+        result: dict[str, Any] = {"startup_seconds": server.startup_seconds,
+                                  "cold": {**cold.to_dict(), "cache": cache_delta(start, counts)},
+                                  "points": []}  # fmt: skip
+        for concurrency in [int(c) for c in args.concurrency.split(",")]:
+            requests = max(args.requests, 4 * concurrency)
+            work = Workload(
+                url, lambda i: bodies[i % len(bodies)], requests, warmup=min(concurrency, 8)
+            )
+            before = counts
+            point = asyncio.run(closed_loop(work, concurrency))
+            counts = settled_counts(server.url)
+            result["points"].append({**point.to_dict(), "cache": cache_delta(before, counts)})
+        result["links_per_request"] = _links_per_request(server, workload, inputs)
+    return result
+
+
+def _links_per_request(server: VllmServer, workload: list[dict], inputs: dict) -> float:
+    bodies = request_bodies(server.model, workload, inputs)
+    links = 0
+    for body in bodies:
+        response = server.pooling(body["data"])
+        response.raise_for_status()
+        links += len(response.json()["data"][0])
+    return links / len(bodies)
+
+
+def markdown(report: dict) -> str:
+    ref, served = report["reference"], report["served"]
+    lines = [
+        f"# {report['plugin']} linking bench ({report['machine']['name']}, {report['dtype']})",
+        "",
+        (
+            f"Workload: {report['workload']['requests_distinct']} texts "
+            f"({report['workload']['words_per_text']:.0f} words, "
+            f"{report['workload']['mentions_per_text']:.1f} mentions, "
+            f"{report['workload']['candidates_per_text']:.1f} candidates per text), knowledge "
+            f"base {report['workload']['knowledge_base']} entities; threshold {THRESHOLD}."
+        ),
+        "",
+        "| what | setting | req/s | p50 ms | label cache hit rate |",
+        "|---|---|---:|---:|---:|",
+    ]
+    if ref:
+        for mode, runs in ref["runs"].items():
+            for run in runs:
+                lines.append(
+                    f"| glinker L3 in process ({mode}) | {run['batch_size']} texts per call | "
+                    f"{run['req_per_s']:.2f} | {run['p50_ms']:.0f} | - |"
+                )
+    cold = served["cold"]
+    lines.append(
+        f"| served, cold pass | 1 client | {cold['req_per_s']:.2f} | {cold['p50_ms']:.0f} | "
+        f"{cold['cache']['hit_rate']} |"
+    )
+    for point in served["points"]:
+        lines.append(
+            f"| served | {point['concurrency']} clients | {point['req_per_s']:.2f} | "
+            f"{point['p50_ms']:.0f} | {point['cache']['hit_rate']} |"
+        )
+    if ref and ref["settings"].get("precompute_seconds") is not None:
+        lines += ["", (f"glinker's precompute of the knowledge base's label embeddings: "
+                      f"{ref['settings']['precompute_seconds']:.1f} s (not in its req/s).")]  # fmt: skip
+    factors = report.get("factors") or {}
+    if factors:
+        lines += ["", "Served peak over glinker: " + ", ".join(
+            f"{k} {v:.2f}x" for k, v in factors.items())]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def chart(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names, values = [], []
+    for mode, runs in (report["reference"] or {}).get("runs", {}).items():
+        for run in runs:
+            names.append(f"glinker {mode}\n{run['batch_size']}/call")
+            values.append(run["req_per_s"])
+    for point in report["served"]["points"]:
+        names.append(f"served\n{point['concurrency']} clients")
+        values.append(point["req_per_s"])
+    fig, ax = plt.subplots(figsize=(max(6, len(names) * 1.1), 4))
+    ax.bar(range(len(names)), values, color=["#999"] * (len(names) - len(
+        report["served"]["points"])) + ["#2a6"] * len(report["served"]["points"]))  # fmt: skip
+    ax.set_xticks(range(len(names)), names, fontsize=7)
+    ax.set_ylabel("linking requests / s")
+    ax.set_title(f"{report['plugin']} linking ({report['machine']['name']}, {report['dtype']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--plugin", default="deberta_gliner")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype")
+    ap.add_argument("--quick", action="store_true", help="fewer requests per point")
+    ap.add_argument("--requests", type=int)
+    ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--concurrency", default="1,8,32")
+    ap.add_argument("--batch-sizes", default="1,8,32")
+    ap.add_argument("--entities", type=int, default=400, help="knowledge base size")
+    ap.add_argument("--checkpoint", type=Path, help="a prepared bi-encoder checkpoint")
+    ap.add_argument("--skip-reference", action="store_true")
+    ap.add_argument("--out-dir", type=Path)
+    ap.add_argument("--machine")
+    args = ap.parse_args(argv)
+    args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    args.requests = args.requests or (32 if args.quick else 96)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    started = time.monotonic()
+
+    package = repo_root() / "packages" / "models" / args.plugin
+    reference = GLiNERReference(package / "reference" / "build_checkpoint.py", "bi-encoder")
+    corpus = json.loads(CORPUS.read_text(encoding="utf-8"))
+    inputs = {**linking_inputs(corpus, args.entities),
+              "l1_threshold": THRESHOLD, "l3_threshold": THRESHOLD}  # fmt: skip
+    checkpoint = args.checkpoint or bench_checkpoint(
+        reference, args.plugin, corpus["texts"], inputs["l1_labels"]
+    )
+    with tempfile.TemporaryDirectory(prefix="link-bench-") as tmp:
+        # glinker computes the workload (its L1 mentions and L2 candidates) either way.
+        ref = run_reference(checkpoint, inputs, args, Path(tmp))
+    workload = ref.pop("workload")
+    if args.skip_reference:
+        ref = None
+    served = run_served(checkpoint, workload, inputs, args)
+
+    info = machine_info(args.device)
+    if args.device == "cuda":
+        import torch
+
+        info["gpu"] = torch.cuda.get_device_name()
+    name = args.machine or machine_name(info)
+    texts = [item["text"] for item in workload]
+    report: dict[str, Any] = {
+        "benchmark": "vllm-factory linking bench",
+        "plugin": args.plugin,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {**info, "name": name},
+        "versions": versions(["gliner", "glinker"]),
+        "dtype": args.dtype,
+        "checkpoint": str(checkpoint),
+        "calibration": _calibration(checkpoint),
+        "workload": {
+            "requests_distinct": len(workload),
+            "knowledge_base": len(inputs["entities"]),
+            "words_per_text": sum(len(t.split()) for t in texts) / len(texts),
+            "mentions_per_text": sum(len(i["mentions"]) for i in workload) / len(workload),
+            "candidates_per_text": sum(len(i["candidates"]) for i in workload) / len(workload),
+            "template": inputs["template"],
+        },
+        "reference": ref,
+        "served": served,
+    }
+    peak = max(point["req_per_s"] for point in served["points"])
+    if ref:
+        report["factors"] = {}
+        for mode, runs in ref["runs"].items():
+            bs1 = next(run for run in runs if run["batch_size"] == 1)
+            best = max(runs, key=lambda run: run["req_per_s"])
+            report["factors"][f"vs {mode} bs1"] = peak / bs1["req_per_s"]
+            report["factors"][f"vs {mode} best"] = peak / best["req_per_s"]
+    report["total_seconds"] = time.monotonic() - started
+    out = (args.out_dir or package / "benchmarks" / "results") / name
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{args.plugin}-linking{'-quick' if args.quick else ''}"
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    (out / f"{stem}.md").write_text(markdown(report), encoding="utf-8")
+    chart(report, out / f"{stem}.png")
+    print(markdown(report))
+    return report
+
+
+def _calibration(checkpoint: Path) -> dict | None:
+    path = checkpoint.parent / "gliner" / "calibration.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+if __name__ == "__main__":
+    main()
