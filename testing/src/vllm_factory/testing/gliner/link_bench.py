@@ -7,15 +7,18 @@ process, side by side in one run.
   bench --bi-encoder``: real width, a label encoder of the same shape, as the GLiNER linker
   models), scores calibrated to a trained model's entity density for glinker's L1 labels at
   threshold 0.5; prepared once, cached under ``.artifacts/<package>-bench/``.
-- Workload: glinker's own pipeline on the kit's corpus with a dict-layer knowledge base of a
-  few hundred entities named after corpus words (``linking_inputs``; each name twice, as two
-  near-duplicate entities): its L1 mentions and L2 candidates per text, computed once in
-  process. Request ``i`` = text ``i mod n``: the text, its candidates (``{label}:
-  {description}`` labels), its mentions as ``input_spans``, L3's threshold. Texts come back,
+- Workload (:func:`workload`): a knowledge base of a few hundred entities named after corpus
+  words (``linking_inputs``: each name twice, as two near-duplicate entities; one-line
+  descriptions) and 32 seeded texts of 100 - 200 words from the corpus's words, each naming
+  ``MENTIONS`` entities. Per text, what glinker's L1 and L2 hand to L3: those mentions and,
+  per mention, its two entities plus ``DISTRACTORS`` others (an L2 returns up to 5 per
+  mention). Request ``i`` = text ``i mod n``: the text, its candidates (``{label}:
+  {description}`` labels), its mentions as ``input_spans``, threshold 0.5. Texts come back,
   so candidates repeat across requests, as in a real linking service.
 - Reference: glinker's L3 processor in process (``scripts/glinker_link_bench.py``, glinker
-  venv) at 1, 8 and 32 texts per call, with labels encoded per call (``plain``) and with the
-  knowledge base's label embeddings precomputed once (``precomputed``).
+  venv) on the same workload at 1 and 8 texts per call (``--batch-sizes``), with labels encoded per call
+  (``plain``) and with the used entities' label embeddings precomputed once
+  (``precomputed``).
 - Served: the plugin's server at 1, 8 and 32 concurrent clients; the label-vector cache's
   hits and misses from the server's ``/metrics`` for the cold pass (every text once) and for
   each measured point.
@@ -38,9 +41,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from vllm_factory.testing.bench import machine_info, machine_name, repo_root, versions
+from vllm_factory.testing.bench import (
+    machine_info,
+    machine_name,
+    repo_root,
+    versions,
+    word_pool,
+    word_stream,
+)
 from vllm_factory.testing.gliner.bench import bench_checkpoint
-from vllm_factory.testing.gliner.glinker import linking_inputs
+from vllm_factory.testing.gliner.glinker import L1_LABELS, TEMPLATE, linking_inputs
 from vllm_factory.testing.gliner.references import CORPUS, GLiNERReference, glinker_env
 from vllm_factory.testing.loadgen import Workload, closed_loop
 from vllm_factory.testing.refenv import SCRIPTS
@@ -49,7 +59,48 @@ from vllm_factory.testing.server import VllmServer
 logger = logging.getLogger(__name__)
 
 THRESHOLD = 0.5
+MENTIONS = 8  # per text
+DISTRACTORS = 3  # other entities per mention, besides its own two
+RECORD_FIELDS = ("entity_id", "label", "description", "entity_type", "popularity", "aliases")
+MAX_LENGTH = 512  # words per text (glinker's max_length)
 METRIC = re.compile(r"^vllm_factory:gliner_label_cache_(\w+?)(?:_total)?\s+([0-9.eE+-]+)$")
+
+
+def workload(
+    corpus_texts: list[str], entities: list[dict], count: int = 32, seed: int = 0
+) -> list[dict]:
+    """``count`` texts of 100 - 200 seeded words from the corpus's words (and the bench's
+    docstring words, as the GLiNER bench makes its texts), each with ``MENTIONS`` entity names
+    put in at random places: the mentions an L1 would find. Candidates per mention, as an L2
+    returns them: the entities of that name (its two senses) and ``DISTRACTORS`` others."""
+    import random
+
+    rng = random.Random(seed)
+    pool = word_pool(corpus_texts)
+    by_name: dict[str, list[dict]] = {}
+    for entity in entities:
+        for name in (entity["label"], *entity["aliases"]):
+            by_name.setdefault(name, []).append(entity)
+    named = [entity for entity in entities if not entity["aliases"]]  # first senses
+    items = []
+    for _ in range(count):
+        words = word_stream(pool, rng.randint(100, 200), rng)
+        picks = rng.sample(named, MENTIONS)
+        places = dict(zip(sorted(rng.sample(range(len(words)), MENTIONS)), picks))
+        text, mentions, candidates = "", [], []
+        for i, word in enumerate(words):
+            text += " " if text else ""
+            if i in places:
+                name = places[i]["label"]
+                mentions.append({"start": len(text), "end": len(text) + len(name)})
+                text += name
+                own = by_name[name]
+                candidates += [{k: e[k] for k in RECORD_FIELDS}
+                               for e in (*own, *rng.sample(entities, DISTRACTORS))]  # fmt: skip
+            else:
+                text += word
+        items.append({"text": text, "mentions": mentions, "candidates": candidates})
+    return items
 
 
 def cache_counts(url: str) -> dict[str, float]:
@@ -78,20 +129,22 @@ def cache_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, 
             "size": after.get("size"), "capacity": after.get("capacity")}  # fmt: skip
 
 
-def request_bodies(model: str, workload: list[dict], inputs: dict) -> list[dict]:
+def request_bodies(model: str, items: list[dict]) -> list[dict]:
     """One ``POST /pooling`` body per workload text (glinker's L3 settings)."""
     return [
         {"model": model, "data": {
-            "text": item["text"], "candidates": item["candidates"],
-            "template": inputs["template"], "threshold": inputs["l3_threshold"],
-            "max_len": inputs["max_length"],
-            "input_spans": [item["mentions"] or None]}}
-        for item in workload
+            "text": item["text"], "template": TEMPLATE, "threshold": THRESHOLD,
+            "max_len": MAX_LENGTH, "input_spans": [item["mentions"]],
+            "candidates": [{"id": c["entity_id"], "label": c["label"],
+                            "description": c["description"]} for c in item["candidates"]]}}
+        for item in items
     ]  # fmt: skip
 
 
-def run_reference(checkpoint: Path, inputs: dict, args: argparse.Namespace, tmp: Path) -> dict:
+def run_reference(checkpoint: Path, items: list[dict], args: argparse.Namespace, tmp: Path):
     inputs_file, out = tmp / "inputs.json", tmp / "glinker.json"
+    inputs = {"workload": items, "template": TEMPLATE, "threshold": THRESHOLD,
+              "max_length": MAX_LENGTH}  # fmt: skip
     inputs_file.write_text(json.dumps(inputs), encoding="utf-8")
     env = glinker_env().ensure()
     started = time.monotonic()
@@ -100,10 +153,12 @@ def run_reference(checkpoint: Path, inputs: dict, args: argparse.Namespace, tmp:
          "--inputs", str(inputs_file), "--out", str(out), "--batch-sizes", args.batch_sizes,
          "--warmup", str(args.warmup), "--requests", str(args.requests),
          "--device", args.device],
-        check=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(SCRIPTS)},
+        check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
     raw = json.loads(out.read_text(encoding="utf-8"))
     raw["seconds"] = time.monotonic() - started
+    first = raw["runs"]["plain"][0]
+    raw["links_per_request"] = first["links"] / len(first["latencies_s"])
     for runs in raw["runs"].values():
         for run in runs:
             latencies = sorted(run.pop("latencies_s"))
@@ -113,9 +168,9 @@ def run_reference(checkpoint: Path, inputs: dict, args: argparse.Namespace, tmp:
     return raw
 
 
-def run_served(checkpoint: Path, workload: list[dict], inputs: dict, args) -> dict:
+def run_served(checkpoint: Path, items: list[dict], args) -> dict:
     with VllmServer(checkpoint, dtype=args.dtype, max_model_len=512) as server:
-        bodies = request_bodies(server.model, workload, inputs)
+        bodies = request_bodies(server.model, items)
         url = f"{server.url}/pooling"
         start = settled_counts(server.url)
         # Cold pass: every text once (each new candidate label is a miss).
@@ -133,12 +188,11 @@ def run_served(checkpoint: Path, workload: list[dict], inputs: dict, args) -> di
             point = asyncio.run(closed_loop(work, concurrency))
             counts = settled_counts(server.url)
             result["points"].append({**point.to_dict(), "cache": cache_delta(before, counts)})
-        result["links_per_request"] = _links_per_request(server, workload, inputs)
+        result["links_per_request"] = _links_per_request(server, bodies)
     return result
 
 
-def _links_per_request(server: VllmServer, workload: list[dict], inputs: dict) -> float:
-    bodies = request_bodies(server.model, workload, inputs)
+def _links_per_request(server: VllmServer, bodies: list[dict]) -> float:
     links = 0
     for body in bodies:
         response = server.pooling(body["data"])
@@ -167,7 +221,7 @@ def markdown(report: dict) -> str:
         for mode, runs in ref["runs"].items():
             for run in runs:
                 lines.append(
-                    f"| glinker L3 in process ({mode}) | {run['batch_size']} texts per call | "
+                    f"| glinker L3 in process ({mode}) | {run['batch_size']} per call | "
                     f"{run['req_per_s']:.2f} | {run['p50_ms']:.0f} | - |"
                 )
     cold = served["cold"]
@@ -181,8 +235,11 @@ def markdown(report: dict) -> str:
             f"{point['p50_ms']:.0f} | {point['cache']['hit_rate']} |"
         )
     if ref and ref["settings"].get("precompute_seconds") is not None:
-        lines += ["", (f"glinker's precompute of the knowledge base's label embeddings: "
-                      f"{ref['settings']['precompute_seconds']:.1f} s (not in its req/s).")]  # fmt: skip
+        lines += ["", (f"glinker's precompute of the label embeddings of the "
+                       f"{ref['settings']['precomputed_entities']} entities the workload uses: "
+                       f"{ref['settings']['precompute_seconds']:.1f} s (not in its req/s).")]  # fmt: skip
+    lines += ["", f"Links per request: served {served['links_per_request']:.2f}"
+                  + (f", glinker {ref['links_per_request']:.2f}" if ref else "")]  # fmt: skip
     factors = report.get("factors") or {}
     if factors:
         lines += ["", "Served peak over glinker: " + ", ".join(
@@ -224,7 +281,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--requests", type=int)
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--concurrency", default="1,8,32")
-    ap.add_argument("--batch-sizes", default="1,8,32")
+    # glinker's L3 makes one model call per text whatever it is given: more texts per call
+    # only show that (see the results), so 1 and 8 by default.
+    ap.add_argument("--batch-sizes", default="1,8")
     ap.add_argument("--entities", type=int, default=400, help="knowledge base size")
     ap.add_argument("--checkpoint", type=Path, help="a prepared bi-encoder checkpoint")
     ap.add_argument("--skip-reference", action="store_true")
@@ -240,18 +299,23 @@ def main(argv: list[str] | None = None) -> dict:
     package = repo_root() / "packages" / "models" / args.plugin
     reference = GLiNERReference(package / "reference" / "build_checkpoint.py", "bi-encoder")
     corpus = json.loads(CORPUS.read_text(encoding="utf-8"))
-    inputs = {**linking_inputs(corpus, args.entities),
-              "l1_threshold": THRESHOLD, "l3_threshold": THRESHOLD}  # fmt: skip
+    entities = linking_inputs(corpus, args.entities, long_descriptions=False)["entities"]
+    items = workload(corpus["texts"], entities)
     checkpoint = args.checkpoint or bench_checkpoint(
-        reference, args.plugin, corpus["texts"], inputs["l1_labels"]
+        reference, args.plugin, corpus["texts"], L1_LABELS
     )
-    with tempfile.TemporaryDirectory(prefix="link-bench-") as tmp:
-        # glinker computes the workload (its L1 mentions and L2 candidates) either way.
-        ref = run_reference(checkpoint, inputs, args, Path(tmp))
-    workload = ref.pop("workload")
-    if args.skip_reference:
-        ref = None
-    served = run_served(checkpoint, workload, inputs, args)
+    ref = None
+    if not args.skip_reference:
+        with tempfile.TemporaryDirectory(prefix="link-bench-") as tmp:
+            ref = run_reference(checkpoint, items, args, Path(tmp))
+    served = run_served(checkpoint, items, args)
+    # Every text equally often (requests a multiple of the texts): the same links expected.
+    same_texts = ref is not None and args.requests % len(items) == 0
+    if same_texts and abs(served["links_per_request"] - ref["links_per_request"]) > 1e-9:
+        logger.warning(
+            "served links per request %.3f, glinker's %.3f: the two do not agree",
+            served["links_per_request"], ref["links_per_request"],
+        )  # fmt: skip
 
     info = machine_info(args.device)
     if args.device == "cuda":
@@ -259,7 +323,7 @@ def main(argv: list[str] | None = None) -> dict:
 
         info["gpu"] = torch.cuda.get_device_name()
     name = args.machine or machine_name(info)
-    texts = [item["text"] for item in workload]
+    texts = [item["text"] for item in items]
     report: dict[str, Any] = {
         "benchmark": "vllm-factory linking bench",
         "plugin": args.plugin,
@@ -270,12 +334,13 @@ def main(argv: list[str] | None = None) -> dict:
         "checkpoint": str(checkpoint),
         "calibration": _calibration(checkpoint),
         "workload": {
-            "requests_distinct": len(workload),
-            "knowledge_base": len(inputs["entities"]),
+            "requests_distinct": len(items),
+            "knowledge_base": len(entities),
             "words_per_text": sum(len(t.split()) for t in texts) / len(texts),
-            "mentions_per_text": sum(len(i["mentions"]) for i in workload) / len(workload),
-            "candidates_per_text": sum(len(i["candidates"]) for i in workload) / len(workload),
-            "template": inputs["template"],
+            "mentions_per_text": sum(len(i["mentions"]) for i in items) / len(items),
+            "candidates_per_text": sum(len(i["candidates"]) for i in items) / len(items),
+            "distinct_candidates": len({c["entity_id"] for i in items for c in i["candidates"]}),
+            "template": TEMPLATE,
         },
         "reference": ref,
         "served": served,
