@@ -25,7 +25,11 @@ from vllm_factory.testing.refenv import SCRIPTS
 from vllm_factory.testing.report import record
 
 # What a package's test module collects (``from ... import *``).
-__all__ = ["linking_inputs", "test_glinker_pipeline_served_equals_in_process"]
+__all__ = [
+    "glinker_inputs",
+    "linking_inputs",
+    "test_glinker_pipeline_served_equals_in_process",
+]
 
 PIPELINE = SCRIPTS / "glinker_pipeline.py"
 TEMPLATE = "{label}: {description}"
@@ -167,9 +171,16 @@ def run_pipelines(server, checkpoint: Path, data: dict, tmp: Path) -> tuple[dict
     return local, served
 
 
+@pytest.fixture
+def glinker_inputs(corpus) -> dict:
+    """The pipeline's inputs (a package's test module may narrow them, e.g. for a tiny
+    uni-encoder whose one prompt must hold all candidates of a text)."""
+    return linking_inputs(corpus)
+
+
 @pytest.mark.parity
-def test_glinker_pipeline_served_equals_in_process(server, reference_dir, corpus, tmp_path):
-    data = linking_inputs(corpus)
+def test_glinker_pipeline_served_equals_in_process(server, reference_dir, glinker_inputs, tmp_path):
+    data = glinker_inputs
     local, served = run_pipelines(server, reference_dir / "checkpoint", data, tmp_path)
     assert local["processors"]["l3"] == "l3_batch" and served["processors"]["l3"] == "l3_vllm"
     assert served["processors"]["l1"] == "l1_gliner_vllm"

@@ -51,8 +51,14 @@ class GLiNERReference:
 
     CORPUS = CORPUS
     # Builder options per checkpoint variant (``bi-encoder``: gliner's bi-encoder span model,
-    # labels through their own encoder, as the GLiNER linker models have it).
-    VARIANTS: ClassVar[dict[str, list[str]]] = {"": [], "bi-encoder": ["--bi-encoder"]}
+    # labels through their own encoder of the backbone's kind, as the GLiNER linker models have
+    # it; ``bi-encoder-bert``: a small BERT label encoder of its own vocabulary instead, as the
+    # gliner-bi-*-v2.0 models pair their text encoder with BGE).
+    VARIANTS: ClassVar[dict[str, list[str]]] = {
+        "": [],
+        "bi-encoder": ["--bi-encoder"],
+        "bi-encoder-bert": ["--bi-encoder", "--labels-encoder", "bert"],
+    }
 
     def __init__(self, module_file: str | Path, variant: str = "") -> None:
         if variant not in self.VARIANTS:

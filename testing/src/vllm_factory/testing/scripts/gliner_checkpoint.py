@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tiny_checkpoint import builder_arguments, training_texts
+from tiny_checkpoint import bert_bpe_tokenizer, builder_arguments, training_texts
 
 LOG = logging.getLogger("build_checkpoint")
 # The GLiNER family's parity corpus (texts and label sets), in the testing kit.
@@ -37,6 +37,14 @@ WORDS_PER_ENTITY = 10.0
 CALIBRATION_TEXTS, CALIBRATION_WORDS = 8, 200
 # The bi-encoder's label encoder is built with the backbone's builder at seed + this.
 LABELS_SEED = 7
+# ``--labels-encoder bert``: a small BERT of its own width and uncased vocabulary, as the
+# gliner-bi-*-v2.0 models pair their text encoder with a BGE (BERT) label encoder. Widths per
+# ``--size``; 512 positions and a 512-token tokenizer limit, as BGE has.
+BERT_LABELS = {
+    "tiny": {"hidden": 64, "heads": 2, "inter": 128, "layers": 2, "vocab": 3000},
+    "bench": {"hidden": 384, "heads": 12, "inter": 1536, "layers": 12, "vocab": 8000},
+}  # fmt: skip
+BERT_POSITIONS = 512
 
 
 def corpus_pairs(corpus: dict) -> list[tuple[str, list[str]]]:
@@ -111,6 +119,23 @@ def calibrate_density(model, labels: list[str], threshold: float, texts: list[st
               "entities_per_word": round(reached, 4), "score_shift": round(high, 4)}  # fmt: skip
     LOG.info("calibrated: %s", report)
     return report
+
+
+def bert_labels_encoder(texts: list[str], size: str, seed: int, out: Path) -> None:
+    """Save a random ``BertModel`` and its lowercasing tokenizer to ``out`` (a label
+    encoder of another kind and width than the text encoder)."""
+    from transformers import BertConfig, BertModel
+
+    b = BERT_LABELS[size]
+    tok = bert_bpe_tokenizer(texts, b["vocab"], BERT_POSITIONS, lowercase=True)
+    config = BertConfig(
+        vocab_size=len(tok), hidden_size=b["hidden"], num_attention_heads=b["heads"],
+        intermediate_size=b["inter"], num_hidden_layers=b["layers"],
+        max_position_embeddings=BERT_POSITIONS, pad_token_id=tok.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    BertModel(config).eval().save_pretrained(out)
+    tok.save_pretrained(out)
 
 
 def build_gliner(
@@ -226,10 +251,14 @@ def main(
                      else calibration_texts(corpus, args.seed))  # fmt: skip
             calibrate = (args.calibrate.split(","), args.threshold, texts)
         labels_dir = None
-        if args.bi_encoder:  # the label encoder: the same kind of encoder, other weights
+        if args.bi_encoder:  # the label encoder: by default the same kind, other weights
             labels_dir = Path(tmp) / "labels"
-            build_backbone(tok, s, args.seed + LABELS_SEED).save_pretrained(labels_dir)
-            tok.save_pretrained(labels_dir)
+            if args.labels_encoder == "bert":
+                texts = training_texts(corpus["texts"])
+                bert_labels_encoder(texts, args.size, args.seed + LABELS_SEED, labels_dir)
+            else:
+                build_backbone(tok, s, args.seed + LABELS_SEED).save_pretrained(labels_dir)
+                tok.save_pretrained(labels_dir)
         build_gliner(backbone_dir, s, args.seed, corpus, args.out, center, calibrate, labels_dir)
 
 
@@ -237,6 +266,9 @@ def _calibration_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--bi-encoder", action="store_true", help="gliner's bi-encoder span model "
                     "(labels through their own encoder of the backbone's kind, as the GLiNER "
                     "linker models have it)")  # fmt: skip
+    ap.add_argument("--labels-encoder", choices=["backbone", "bert"], default="backbone",
+                    help="with --bi-encoder: the label encoder's kind (bert: a small BERT of "
+                    "its own vocabulary, as gliner-bi-*-v2.0 have)")  # fmt: skip
     ap.add_argument("--calibrate", metavar="LABELS", help="comma-separated: calibrate the "
                     "entity density of these labels (bench checkpoints)")  # fmt: skip
     ap.add_argument("--threshold", type=float, default=0.5, help="with --calibrate")

@@ -166,7 +166,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
 
     def label_plan(self, request: GLiNERRequest) -> LabelPlan:
         """The request's labels and how they are scored: one chunk of ``labels``, or the
-        candidates' labels (``template``) in chunks of ``max_labels``."""
+        candidates' labels (``template``) in chunks of ``max_labels``. Made once per request
+        (when its prompts are built) and kept with it for its response."""
+        if request._plan is None:
+            request._plan = self._make_label_plan(request)
+        return request._plan
+
+    def _make_label_plan(self, request: GLiNERRequest) -> LabelPlan:
         if request.candidates is None:
             labels = unique_labels(request.labels or ())
             return LabelPlan(labels, [labels])

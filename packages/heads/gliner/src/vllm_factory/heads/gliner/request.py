@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 from vllm_factory.core.request import check_probability, check_texts
 
 MAX_TEXTS_PER_REQUEST = 256
@@ -73,6 +75,8 @@ class GLiNERRequest(BaseModel):
     ``class_probs``, ``candidate_id`` and ranked ``candidates``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    # The IOProcessor's label plan, made once when the prompts are built (not a field).
+    _plan: Any = PrivateAttr(default=None)
 
     text: str | list[str]
     labels: list[str] | None = None
