@@ -228,9 +228,14 @@ def matrix(session: nox.Session, vllm: str) -> None:
 
 @nox.session(python="3.11")
 def demo(session: nox.Session) -> None:
-    """Serve the tiny ModernColBERT with its plugin and query it."""
+    """Serve the tiny ModernColBERT with its plugin and query it. ``-- --linking``: entity
+    linking instead (a tiny GLiNER bi-encoder served; its linking request; glinker's own
+    pipeline with the served model vs in process)."""
     serving_env(session, DEFAULT_VLLM)
-    session.run("python", "packages/models/moderncolbert/examples/demo.py")
+    if "--linking" in session.posargs:
+        session.run("python", "packages/models/deberta_gliner/examples/linking_demo.py")
+    else:
+        session.run("python", "packages/models/moderncolbert/examples/demo.py")
 
 
 @nox.session(python="3.11")

@@ -66,8 +66,9 @@ def run_linking_demo(bi_encoder_reference: object) -> None:
     server's linking form (candidates with ids in, each mention's candidate out); then
     glinker's own pipeline (L1 GLiNER -> L2 dict with 400 entities -> L3 -> L4 -> L0) run in
     process and with its GLiNER layers served (glinker venv), compared."""
-    from vllm_factory.testing.gliner.glinker import linking_inputs, run_pipelines
+    from vllm_factory.testing.gliner.glinker import compare_outputs, linking_inputs, run_pipelines
     from vllm_factory.testing.gliner.references import CORPUS
+    from vllm_factory.testing.parity import tolerance
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     checkpoint = bi_encoder_reference.reference_dir() / "checkpoint"
@@ -89,12 +90,14 @@ def run_linking_demo(bi_encoder_reference: object) -> None:
             data = linking_inputs(corpus)
             local, remote = run_pipelines(server, checkpoint, data, Path(tmp))
             count = sum(len(per_text) for per_text in local["outputs"]["l3_result"]["entities"])
-            same = json.dumps(local["outputs"], sort_keys=True) == json.dumps(
-                remote["outputs"], sort_keys=True
-            )
+            limit = tolerance(server.dtype).score
+            try:
+                floats = compare_outputs(remote["outputs"], local["outputs"], limit)
+            except AssertionError as difference:
+                raise SystemExit(f"glinker pipeline: served and in-process differ: {difference}")
             print(
                 f"glinker pipeline, {len(data['entities'])} entities in its dict layer: "
                 f"{count} L3 links in process in {local['seconds']:.1f} s, served in "
-                f"{remote['seconds']:.1f} s; outputs "
-                + ("identical" if same else "equal within float noise (see the parity test)")
+                f"{remote['seconds']:.1f} s; every layer's output the same ({floats} scores "
+                f"within {limit})"
             )

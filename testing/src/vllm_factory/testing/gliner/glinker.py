@@ -26,6 +26,7 @@ from vllm_factory.testing.report import record
 
 # What a package's test module collects (``from ... import *``).
 __all__ = [
+    "compare_outputs",
     "glinker_inputs",
     "linking_inputs",
     "test_glinker_pipeline_served_equals_in_process",
@@ -81,18 +82,19 @@ def _client_source() -> str:
     return str(Path(next(iter(spec.submodule_search_locations))).parents[1])
 
 
-def _compare(served, local, limit: float, where: str = "") -> int:
-    """Same structure, strings and integers; floats within ``limit``. Returns floats seen."""
+def compare_outputs(served, local, limit: float, where: str = "") -> int:
+    """Same structure, strings and integers; floats within ``limit`` (AssertionError naming
+    where they differ). Returns how many floats were compared."""
     if isinstance(local, float) and isinstance(served, (int, float)):
         assert math.isclose(served, local, rel_tol=0, abs_tol=limit), (where, served, local)
         return 1
     assert type(served) is type(local), (where, served, local)
     if isinstance(local, dict):
         assert served.keys() == local.keys(), (where, sorted(served), sorted(local))
-        return sum(_compare(served[k], local[k], limit, f"{where}.{k}") for k in local)
+        return sum(compare_outputs(served[k], local[k], limit, f"{where}.{k}") for k in local)
     if isinstance(local, list):
         assert len(served) == len(local), (where, len(served), len(local))
-        return sum(_compare(s, v, limit, f"{where}[{i}]") for i, (s, v) in
+        return sum(compare_outputs(s, v, limit, f"{where}[{i}]") for i, (s, v) in
                    enumerate(zip(served, local)))  # fmt: skip
     assert served == local, (where, served, local)
     return 0
@@ -143,7 +145,7 @@ def _check_links(
         for entry in records[i]:
             owner.setdefault(inputs["template"].format(**entry).lower(), entry["entity_id"])
         plain = [{k: link[k] for k in entities[0]} for link in links] if entities else links
-        _compare(plain, entities, limit, f"{key}[{i}]")
+        compare_outputs(plain, entities, limit, f"{key}[{i}]")
         for link in links:
             assert link["candidate_id"] == owner[link["label"].lower()], (key, i, link)
             assert [c["id"] for c in link["candidates"]] == [
@@ -186,7 +188,7 @@ def test_glinker_pipeline_served_equals_in_process(server, reference_dir, glinke
     assert served["processors"]["l1"] == "l1_gliner_vllm"
     assert served["processors"]["l4"] == "l4_vllm"
     limit = tolerance(server.dtype).score
-    floats = _compare(served["outputs"], local["outputs"], limit)
+    floats = compare_outputs(served["outputs"], local["outputs"], limit)
     # The server's own linking form, given the same mentions and candidates: glinker's L3 and
     # L4 results with each mention's candidate id.
     for key, rerank in (("l3_result", False), ("l4_result", True)):
