@@ -8,9 +8,12 @@ only when they changed, to a small JSON file per process in a folder both proces
 plugins load, before the engine starts, and inherited by it). The API process registers a
 Prometheus collector (:func:`register_collector`) that sums those files at scrape time.
 
-Without the folder (a process started some other way) counters are kept but not shared; with
-several API servers (``--api-server-count``) vLLM exports its multiprocess registry only, so
-these metrics are absent there. Nothing here raises into a request.
+With several API servers (``vllm serve --api-server-count N``) vLLM answers ``/metrics`` from
+prometheus_client's multiprocess files only (``PROMETHEUS_MULTIPROC_DIR``), where a collector
+is never asked: each API process then copies the summed values into multiprocess gauges
+(``multiprocess_mode="max"``: every process holds the same totals) once per ``FLUSH_EVERY``.
+Without the folder (a process started some other way) counters are kept but not shared.
+Nothing here raises into a request.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 STATS_ENV = "VLLM_FACTORY_STATS_DIR"
+# Set by vLLM in every process of a server with several API servers (prometheus_client's own).
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 FLUSH_EVERY = 1.0  # seconds
 _registered: set[str] = set()
 
@@ -110,6 +116,10 @@ def register_collector(
     except ImportError:
         return False
     folder = share_stats_dir()
+    if os.environ.get(MULTIPROCESS_ENV):
+        _export_to_multiprocess_files(name, metrics, folder)
+        _registered.add(name)
+        return True
 
     class Collector:
         def collect(self):
@@ -125,3 +135,32 @@ def register_collector(
     (registry or REGISTRY).register(Collector())
     _registered.add(name)
     return True
+
+
+def _export_to_multiprocess_files(
+    name: str, metrics: dict[str, tuple[str, str]], folder: Path
+) -> None:
+    """A daemon thread that keeps multiprocess gauges equal to ``name``'s summed counters (the
+    ``_total`` names stay, typed gauge: a multiprocess counter sums its processes' increments,
+    and every API process sees the same totals)."""
+    from prometheus_client import Gauge
+
+    gauges = {
+        key: Gauge(metric, text, multiprocess_mode="max") for key, (metric, text) in metrics.items()
+    }
+
+    def copy() -> None:
+        values = read_counters(name, folder)
+        for key, gauge in gauges.items():
+            gauge.set(values.get(key, 0))
+
+    def loop() -> None:
+        while True:
+            try:
+                copy()
+            except (OSError, ValueError) as error:  # the metrics only; never the server
+                logger.debug("cannot export %s: %s", name, error)
+            time.sleep(FLUSH_EVERY)
+
+    copy()
+    threading.Thread(target=loop, daemon=True, name=f"{name}-metrics").start()
