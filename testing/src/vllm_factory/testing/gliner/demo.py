@@ -82,7 +82,10 @@ def run_linking_demo(bi_encoder_reference: object) -> None:
                 "text": LINK_TEXT, "candidates": LINK_CANDIDATES, "threshold": 0.0,
                 "template": "{label}: {description}", "input_spans": [spans],
             })  # fmt: skip
-            print(f"{len(links)} mentions linked")
+            print(
+                f"{len(links)} mentions linked (random weights: which candidate wins is "
+                "arbitrary; the pipeline below checks served == in process)"
+            )
             for link in links:
                 ranked = ", ".join(f"{c['id']} {c['score']:.3f}" for c in link["candidates"])
                 print(f"  {link['text']!r:>16} -> {link['candidate_id']:<8} ({ranked})")

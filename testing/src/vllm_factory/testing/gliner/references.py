@@ -14,7 +14,7 @@ and a three-line ``reference/<name>_reference.py``::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -103,3 +103,9 @@ class GLiNERReference:
     def exports(self):
         """``CORPUS, gliner_env, build_checkpoint, reference_dir`` for the package module."""
         return CORPUS, gliner_env, self.build_checkpoint, self.reference_dir
+
+
+def reference_dirs_of(*references: GLiNERReference) -> Callable[[], list[Path]]:
+    """A package reference module's ``reference_dirs()``: the folders of all its checkpoint
+    variants (the GPU check's staging builds them all)."""
+    return lambda: [reference.reference_dir() for reference in references]
