@@ -50,8 +50,9 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
     def setup(self) -> None:
         """Read tokenizer and checkpoint settings once, at server start."""
 
-    def build_prompts(self, request: RequestT) -> list[list[int]]:
-        """Token ids of every sequence this request sends to the engine."""
+    def build_prompts(self, request: RequestT) -> list[list[int] | dict]:
+        """Every sequence this request sends to the engine: its token ids, or a prompt dict
+        (``{"prompt_token_ids": [...], "multi_modal_data": {...}}`` for images)."""
         raise NotImplementedError
 
     def build_response(self, request: RequestT, outputs: Sequence[Any]) -> Any:
@@ -77,7 +78,10 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
     def pre_process(
         self, prompt: RequestT, request_id: str | None = None, **kwargs: Any
     ) -> list[dict]:
-        prompts = [{"prompt_token_ids": ids} for ids in self.build_prompts(prompt)]
+        prompts = [
+            p if isinstance(p, dict) else {"prompt_token_ids": p}
+            for p in self.build_prompts(prompt)
+        ]
         with self._pending_lock:
             self._pending[request_id] = prompt
             while len(self._pending) > MAX_PENDING_REQUESTS:

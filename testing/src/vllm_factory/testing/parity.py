@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from vllm_factory.testing.report import record
 
 
 @dataclass(frozen=True)
@@ -115,3 +116,27 @@ def compare_token_vectors(served: list[np.ndarray], reference: list[np.ndarray])
         min_cos = min(min_cos, float(cosine_rows(ours, ref).min()))
         max_diff = max(max_diff, float(np.abs(ours - ref).max()))
     return TokenParity(len(served), mismatches, min_cos, max_diff)
+
+
+def check_vectors(server, name: str, key: str, served, expected, own_run=None) -> None:
+    """Served token vectors vs ``expected`` (fp32 reference) for a multi-vector model; below
+    fp32 the limit follows ``own_run``, the reference library's own run in the server's dtype.
+    Prints, records (``name``/``key`` in the session report) and asserts."""
+    own = None
+    if server.dtype != "float32":
+        assert own_run is not None, f"no {server.dtype} run of the reference library"
+        own = compare_token_vectors(own_run, expected)
+        assert own.count_mismatches == []
+    limit = tolerance(server.dtype, own and LibraryError(min_cosine=own.min_cosine))
+    parity = compare_token_vectors(served, expected)
+    print(f"\n{key} ({server.dtype}): {parity.summary()}"
+          + (f"; the library's own run: min cosine {own.min_cosine:.8f}" if own else ""))  # fmt: skip
+    record(name, "parity", key, {
+        "dtype": server.dtype, "items": parity.items,
+        "token_count_mismatches": len(parity.count_mismatches),
+        "min_cosine": parity.min_cosine, "max_abs_diff": parity.max_abs_diff,
+        "threshold": limit.min_cosine,
+        "library_bf16_min_cosine": own.min_cosine if own else None,
+    })  # fmt: skip
+    assert parity.count_mismatches == [], f"{key}: token counts differ from the reference"
+    assert parity.min_cosine >= limit.min_cosine, key

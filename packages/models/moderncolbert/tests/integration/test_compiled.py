@@ -8,7 +8,7 @@ import re
 
 import pytest
 from vllm_factory.testing.colbert.fixtures import encoder
-from vllm_factory.testing.colbert.parity import check_vectors
+from vllm_factory.testing.parity import check_vectors
 from vllm_factory.testing.server import VllmServer
 
 

@@ -27,7 +27,6 @@ thread alone.
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -47,6 +46,7 @@ from vllm_factory.heads.colbert.settings import (
     UnsupportedColBERTConfig,
     read_colbert_settings,
 )
+from vllm_factory.heads.colbert.vectors import as_float32, encode_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
         results = []
         for output in outputs:
             vectors = self.kept_vectors(output, request.is_query)
-            results.append(self._encode_vectors(vectors, request.encoding_format or "float"))
+            results.append(encode_vectors(vectors, request.encoding_format or "float"))
         return results
 
     def kept_vectors(self, output: Any, is_query: bool) -> np.ndarray:
@@ -191,22 +191,3 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
             return vectors
         token_ids = np.asarray(output.prompt_token_ids, dtype=np.int64)
         return vectors[~np.isin(token_ids, self._skiplist_array)]
-
-    @staticmethod
-    def _encode_vectors(vectors: np.ndarray, encoding_format: str) -> dict:
-        if encoding_format == "base64":
-            raw = np.ascontiguousarray(vectors, dtype="<f4").tobytes()
-            return {
-                "embeddings": base64.b64encode(raw).decode("ascii"),
-                "num_tokens": len(vectors),
-                "dim": vectors.shape[1],
-            }
-        return {"embeddings": vectors.tolist(), "num_tokens": len(vectors)}
-
-
-def as_float32(tensor: torch.Tensor) -> np.ndarray:
-    """A pooler output as a float32 NumPy array: a view when it already is one on the CPU (vLLM
-    pools in float32 unless ``head_dtype`` says otherwise)."""
-    if tensor.dtype != torch.float32 or tensor.device.type != "cpu":
-        tensor = tensor.to("cpu", torch.float32)
-    return tensor.numpy()

@@ -1,16 +1,15 @@
-"""The IOProcessor's response encodings (the IOProcessor class subclasses vLLM's, so this needs
-vLLM: `nox -s tests` runs it, tox does not)."""
+"""The response encodings of token vectors (``vectors``: no vLLM needed)."""
 
 import base64
 
 import numpy as np
 import torch
-from vllm_factory.heads.colbert.io_processor import ColBERTIOProcessor, as_float32
+from vllm_factory.heads.colbert.vectors import as_float32, encode_vectors
 
 
 def test_base64_is_the_exact_little_endian_float32_matrix():
     vectors = torch.randn(7, 48, generator=torch.Generator().manual_seed(0))
-    item = ColBERTIOProcessor._encode_vectors(as_float32(vectors)[1:], "base64")
+    item = encode_vectors(as_float32(vectors)[1:], "base64")
     assert (item["num_tokens"], item["dim"]) == (6, 48)
     decoded = np.frombuffer(base64.b64decode(item["embeddings"]), dtype="<f4")
     np.testing.assert_array_equal(decoded.reshape(6, 48), vectors[1:].numpy())
@@ -18,13 +17,11 @@ def test_base64_is_the_exact_little_endian_float32_matrix():
 
 def test_float_keeps_nested_lists_without_dim():
     vectors = torch.tensor([[0.5, -0.25], [1.0, 0.0]])
-    item = ColBERTIOProcessor._encode_vectors(as_float32(vectors), "float")
+    item = encode_vectors(as_float32(vectors), "float")
     assert item == {"embeddings": [[0.5, -0.25], [1.0, 0.0]], "num_tokens": 2}
     # The same Python floats torch gives (the JSON answer is unchanged by the NumPy path).
     odd = torch.randn(3, 5, generator=torch.Generator().manual_seed(1))
-    assert ColBERTIOProcessor._encode_vectors(as_float32(odd), "float")["embeddings"] == (
-        odd.tolist()
-    )
+    assert encode_vectors(as_float32(odd), "float")["embeddings"] == (odd.tolist())
 
 
 def test_as_float32_views_float32_and_converts_the_rest():

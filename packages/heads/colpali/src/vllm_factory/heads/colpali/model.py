@@ -1,0 +1,68 @@
+"""``ColPaliModel``: the mixin that turns one of vLLM's vision-language models into a ColPali
+retriever (every token's hidden state -> projection -> L2 norm), in the spirit of vLLM's own
+ColBERT classes: a package writes one thin class,
+``class ColQwen3(ColPaliModel, Qwen3VLForConditionalGeneration, SupportsLateInteraction)``
+(the mixin first, vLLM's interface last), and names how its reference library saves the
+backbone's weights (:attr:`CHECKPOINT_PREFIXES`).
+
+The backbone runs exactly as vLLM runs it for generation (its multimodal processor, vision
+tower, M-RoPE positions); the language-model head is dropped (a retriever never computes logits,
+and colpali-engine's checkpoints do not store it). The projection head is a
+:class:`~vllm_factory.heads.colpali.head.ColPaliHead` behind the shared pooler adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from vllm_factory.core.adapter import VllmPoolerAdapter
+from vllm_factory.core.checkpoint import CheckpointFiles
+from vllm_factory.heads.colpali.head import ColPaliHead, is_projection_weight, projection_shape
+
+
+class ColPaliModel:
+    is_pooling_model = True
+    # Checkpoint name prefix -> the prefix the backbone class's own ``load_weights`` expects
+    # (the reference library may save a bare backbone, without the generation wrapper's names).
+    CHECKPOINT_PREFIXES: ClassVar[dict[str, str]] = {}
+    # Dotted path of the backbone's language-model head, replaced by an identity.
+    LM_HEAD: ClassVar[str] = "language_model.lm_head"
+
+    def __init__(self, *, vllm_config: Any, prefix: str = "model") -> None:
+        super().__init__(vllm_config=vllm_config, prefix=prefix)
+        model_config = vllm_config.model_config
+        files = CheckpointFiles(model_config.model, getattr(model_config, "revision", None))
+        shape = projection_shape(files)
+        hidden = model_config.hf_config.get_text_config().hidden_size
+        if shape.in_features != hidden:
+            raise ValueError(
+                f"{model_config.model}: projection takes {shape.in_features} features, the "
+                f"backbone's hidden size is {hidden}"
+            )
+        self.pooler = VllmPoolerAdapter(ColPaliHead(shape, dtype=model_config.head_dtype))
+        owner, _, name = self.LM_HEAD.rpartition(".")
+        setattr(self.get_submodule(owner), name, nn.Identity())
+
+    def checkpoint_name(self, name: str) -> str:
+        for old, new in self.CHECKPOINT_PREFIXES.items():
+            if name.startswith(old):
+                return new + name[len(old) :]
+        return name
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        head: dict[str, torch.Tensor] = {}
+        lm_head = self.LM_HEAD.rpartition(".")[2] + "."
+
+        def backbone() -> Iterator[tuple[str, torch.Tensor]]:
+            for name, tensor in weights:
+                if is_projection_weight(name):
+                    head[name.rpartition(".")[2]] = tensor
+                elif not name.startswith(lm_head) and f".{lm_head}" not in name:
+                    yield self.checkpoint_name(name), tensor
+
+        loaded = set(super().load_weights(backbone()))
+        loaded |= {f"pooler.head.{n}" for n in self.pooler.head.load_checkpoint_weights(head)}
+        return loaded

@@ -1,0 +1,57 @@
+"""The ColPali request forms and the field each refusal names."""
+
+import pytest
+from pydantic import ValidationError
+from vllm_factory.heads.colpali.request import MAX_IMAGES_PER_REQUEST, ColPaliRequest
+
+
+def parse(data: dict) -> ColPaliRequest:
+    return ColPaliRequest.model_validate(data)
+
+
+def test_text_and_image_forms():
+    texts = parse({"text": ["a", "b"], "is_query": True})
+    assert texts.problem() is None and texts.texts == ["a", "b"] and texts.image_sources == []
+    image = parse({"image": "aGVsbG8="})
+    assert image.problem() is None and image.image_sources == ["aGVsbG8="] and image.texts == []
+    assert not image.is_scoring
+
+
+def test_scoring_form_orders_images_then_documents():
+    request = parse({"query": "q", "images": ["x", "y"], "documents": ["d"], "top_k": 2})
+    assert request.problem() is None and request.is_scoring
+    assert request.image_sources == ["x", "y"] and request.texts == ["d"]
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"text": "a", "image": "x"}, "data.image"),
+        ({}, "data.text"),
+        ({"is_query": True}, "data.text"),
+        ({"image": "x", "is_query": True}, "data.is_query"),
+        ({"query": "q"}, "data.images"),
+        ({"images": ["x"]}, "data.query"),
+        ({"query": "q", "images": ["x"], "text": "t"}, "data.text"),
+    ],
+)
+def test_mixed_or_missing_fields_name_the_field(data, field):
+    assert parse(data).problem()[0] == field
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"image": []},
+        {"image": ""},
+        {"image": ["x"] * (MAX_IMAGES_PER_REQUEST + 1)},
+        {"image": 3},
+        {"text": " "},
+        {"query": "q", "images": ["x"], "top_k": 0},
+        {"text": "a", "encoding_format": "int8"},
+        {"text": "a", "unknown": 1},
+    ],
+)
+def test_bad_values_are_refused(data):
+    with pytest.raises(ValidationError):
+        parse(data)

@@ -1,0 +1,34 @@
+"""ColQwen3: vLLM's Qwen3-VL (vision tower, deepstack, M-RoPE, its multimodal processor) with
+the shared ColPali head. colpali-engine saves the bare ``Qwen3VLModel`` (``visual.*``,
+``language_model.*``), which vLLM's class loads under ``model.``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from vllm_factory.core.image_processing import use_pil_image_processors
+
+# Before vLLM's Qwen3-VL module imports transformers' torchvision-only image module.
+use_pil_image_processors()
+
+from vllm.model_executor.models.qwen3_vl import Qwen3VLForConditionalGeneration
+from vllm_factory.core.compat import SupportsLateInteraction, default_pooling_type
+from vllm_factory.heads.colpali.model import ColPaliModel
+
+
+# CLS as the sequence pooling type, as vLLM's own ColQwen3 declares: whole prompts per step.
+@default_pooling_type(seq_pooling_type="CLS", tok_pooling_type="ALL")
+class ColQwen3(ColPaliModel, Qwen3VLForConditionalGeneration, SupportsLateInteraction):
+    CHECKPOINT_PREFIXES: ClassVar[dict[str, str]] = {
+        "visual.": "model.visual.",
+        "language_model.": "model.language_model.",
+    }
+
+    def __init__(self, *, vllm_config: Any, prefix: str = "model") -> None:
+        # vLLM 0.28 builds the text model from ``text_config`` as it is; on the CPU platform a
+        # config with no ``architectures`` (Qwen3-VL checkpoints' text_config has none) then
+        # fails (IndexError). Later versions name the architecture themselves, as done here.
+        text_config = vllm_config.model_config.hf_config.text_config
+        if not getattr(text_config, "architectures", None):
+            text_config.architectures = ["Qwen3ForCausalLM"]
+        super().__init__(vllm_config=vllm_config, prefix=prefix)

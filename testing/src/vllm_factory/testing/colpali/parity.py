@@ -1,0 +1,87 @@
+"""Served token vectors vs colpali-engine's for the same weights and inputs (the ColPali
+packages' shared parity test): text queries, text documents and images of several sizes,
+aspect ratios and modes. Token counts must be identical and every token vector within the
+session dtype's limit (``vllm_factory.testing.parity``; below fp32 it follows colpali-engine's
+own run in that dtype). Scores computed in the server must equal MaxSim of the reference
+vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from vllm_factory.testing.colpali.fixtures import image_b64
+from vllm_factory.testing.parity import LibraryError, check_vectors, tolerance
+from vllm_factory.testing.report import record
+
+# What a package's test module collects (``from ... import *``).
+__all__ = ["test_image_parity", "test_served_scores_match_reference", "test_text_parity"]
+
+
+def own_run(server, reference, part: str):
+    return reference(server.dtype)[part] if server.dtype != "float32" else None
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize(("part", "is_query"), [("query", True), ("text", False)])
+def test_text_parity(server, encode, reference, corpus, colpali_package, part, is_query):
+    texts = corpus.queries if is_query else corpus.documents
+    assert len(texts) >= (10 if is_query else 4)
+    served = encode({"text": texts, "is_query": is_query})
+    expected = reference()[part]
+    key = "queries" if is_query else "text documents"
+    check_vectors(
+        server, colpali_package.name, key, served, expected, own_run(server, reference, part)
+    )
+
+
+@pytest.mark.parity
+def test_image_parity(server, encode, reference, corpus, colpali_package):
+    assert len(corpus.images) >= 10
+    sizes = {tuple(np.asarray(v).shape) for v in reference()["image"]}
+    assert len(sizes) >= 5, "the corpus' images should give several token counts"
+    served = encode({"image": [image_b64(path) for path in corpus.images]})
+    expected = reference()["image"]
+    check_vectors(
+        server,
+        colpali_package.name,
+        "images",
+        served,
+        expected,
+        own_run(server, reference, "image"),
+    )
+
+
+def maxsim(query: np.ndarray, document: np.ndarray) -> float:
+    return float((query.astype(np.float64) @ document.astype(np.float64).T).max(axis=1).sum())
+
+
+@pytest.mark.parity
+def test_served_scores_match_reference(server, reference, corpus, colpali_package):
+    """POST /pooling {query, images, documents}: each query against every image and text
+    document, scored in the server, vs MaxSim of colpali-engine's own vectors (what its
+    ``score_multi_vector`` computes for one query and one document)."""
+    ref = reference()
+    documents = ref["image"] + ref["text"]
+    images = [image_b64(path) for path in corpus.images]
+    worst, own_worst = 0.0, None
+    for i, query in enumerate(corpus.queries[:4]):
+        response = server.pooling({"query": query, "images": images, "documents": corpus.documents})
+        assert response.status_code == 200, response.text
+        served = np.asarray(response.json()["data"]["scores"])
+        expected = np.asarray([maxsim(ref["query"][i], d) for d in documents])
+        assert served.shape == expected.shape
+        length = len(ref["query"][i])
+        worst = max(worst, float(np.abs(served - expected).max()) / length)
+        if server.dtype != "float32":
+            own = reference(server.dtype)
+            own_scores = [maxsim(own["query"][i], d) for d in own["image"] + own["text"]]
+            diff = float(np.abs(np.asarray(own_scores) - expected).max()) / length
+            own_worst = max(own_worst or 0.0, diff)
+    library = LibraryError(max_abs_diff=own_worst) if own_worst is not None else None
+    limit = tolerance(server.dtype, library).maxsim
+    print(f"\nscores ({server.dtype}): worst |served - reference| per query token {worst:.2e}"
+          f" (limit {limit:.2e})")  # fmt: skip
+    record(colpali_package.name, "parity", "scores", {
+        "dtype": server.dtype, "max_abs_diff_per_query_token": worst, "threshold": limit,
+    })  # fmt: skip
+    assert worst <= limit

@@ -1,0 +1,100 @@
+"""The ColPali family's reference kit (serving venv side; stdlib only, so nox can build the
+venvs before anything is installed).
+
+Shared by every ColPali-style package (vision-language backbone + multi-vector projection,
+colpali-engine's classes): the colpali-engine venv (``requirements-colpali.txt`` here, plus
+vllm-factory-core from this repository for its torchvision-free image processing), the test
+images (``scripts/colpali_images.py``, drawn from the corpus' image specs) and the reference
+encoder (``scripts/colpali_encode.py``: fp32 and the library's own bf16 run). A package brings
+its ``reference/build_checkpoint.py`` (tokenizer, tiny config, the library's classes saving
+their own layout), its ``corpus.json`` (queries, documents, image specs) and a short
+``reference/<name>_reference.py``::
+
+    from vllm_factory.testing.colpali.references import ColPaliReference
+    REFERENCE = ColPaliReference(__file__, model_class="colpali_engine.models:ColQwen3",
+                                 processor_class="colpali_engine.models:ColQwen3Processor")
+    CORPUS, build_checkpoint, reference_dir = REFERENCE.exports()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
+
+KIT = Path(__file__).resolve().parent
+# vllm-factory-core's source tree (this file lies in testing/src/vllm_factory/testing/colpali/).
+CORE = KIT.parents[4] / "core"
+IMAGE_PROCESSING = CORE / "src" / "vllm_factory" / "core" / "image_processing.py"
+IMAGES, ENCODE = SCRIPTS / "colpali_images.py", SCRIPTS / "colpali_encode.py"
+REQUIREMENTS = KIT / "requirements-colpali.txt"
+KIT_INPUTS = [REQUIREMENTS, IMAGES, ENCODE, SCRIPTS / "tiny_checkpoint.py", IMAGE_PROCESSING]
+
+
+def colpali_env() -> ReferenceEnv:
+    """colpali-engine 0.3.18 and its pinned stack, without torchvision (one cached venv for every
+    ColPali package), plus vllm-factory-core (editable, no dependencies) for
+    ``use_pil_image_processors``."""
+    if not (CORE / "pyproject.toml").is_file():
+        raise FileNotFoundError(
+            f"vllm-factory-core's source tree is not at {CORE}: the ColPali reference venv "
+            "installs it from a checkout of this repository"
+        )
+    return ReferenceEnv(
+        "colpali-engine-0.3.18",
+        [["--no-deps", "-r", str(REQUIREMENTS)], ["--no-deps", "-e", str(CORE)]],
+    )
+
+
+class ColPaliReference:
+    """One package's reference: its builder and corpus (in the folder of ``module_file``, the
+    package's ``reference/``) plus the family's steps; artifacts named after the package.
+
+    ``model_class`` / ``processor_class``: ``module:Name`` of the library's classes the encoder
+    loads the checkpoint with. ``env``: the venv the builder and the encoder run in."""
+
+    def __init__(
+        self,
+        module_file: str | Path,
+        model_class: str,
+        processor_class: str,
+        env: Callable[[], ReferenceEnv] = colpali_env,
+    ) -> None:
+        self.folder = Path(module_file).resolve().parent
+        self.builder = self.folder / "build_checkpoint.py"
+        self.CORPUS = self.folder / "corpus.json"
+        self.name = self.folder.parent.name + "-reference"
+        self.model_class, self.processor_class = model_class, processor_class
+        self.env = env
+
+    def build_checkpoint(
+        self, out: Path, size: str = "tiny", seed: int = 0, env: ReferenceEnv | None = None
+    ) -> Path:
+        """The package's checkpoint in the library's own layout (``--size``: the builder's
+        sizes), made in ``env`` (default: the family's venv)."""
+        (env or self.env()).ensure().run(self.builder, "--out", out, "--seed", seed, "--size", size)
+        return out
+
+    def _build(self, target: Path) -> None:
+        env = self.env().ensure()
+        checkpoint = self.build_checkpoint(target / "checkpoint", env=env)
+        images = target / "images"
+        env.run(IMAGES, "--corpus", self.CORPUS, "--out", images)
+        for dtype, name in (("float32", "ref-colpali.npz"), ("bfloat16", "ref-colpali-bf16.npz")):
+            env.run(
+                ENCODE, "--model-class", self.model_class, "--processor-class",
+                self.processor_class, "--checkpoint", checkpoint, "--corpus", self.CORPUS,
+                "--images", images, "--out", target / name, "--dtype", dtype,
+            )  # fmt: skip
+
+    def reference_dir(self) -> Path:
+        """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (the library's layout),
+        images/ (``NN.png`` and ``images.json``), ref-colpali.npz (fp32) and
+        ref-colpali-bf16.npz (the library's bf16 run); layout in ``colpali_encode.py``."""
+        inputs = [self.builder, self.CORPUS, *KIT_INPUTS]
+        return cached_artifact(self.name, inputs, self._build)
+
+    def exports(self) -> tuple[Path, Callable[..., Path], Callable[[], Path]]:
+        """``CORPUS, build_checkpoint, reference_dir`` for the package module."""
+        return self.CORPUS, self.build_checkpoint, self.reference_dir
