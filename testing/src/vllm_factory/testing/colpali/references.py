@@ -18,18 +18,26 @@ their own layout), its ``corpus.json`` (queries, documents, image specs) and a s
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
 
 KIT = Path(__file__).resolve().parent
-# vllm-factory-core's source tree (this file lies in testing/src/vllm_factory/testing/colpali/).
+# vllm-factory-core's source tree (this file lies in testing/src/vllm_factory/testing/colpali/
+# of a checkout), which the reference venv installs.
 CORE = KIT.parents[4] / "core"
-IMAGE_PROCESSING = CORE / "src" / "vllm_factory" / "core" / "image_processing.py"
 IMAGES, ENCODE = SCRIPTS / "colpali_images.py", SCRIPTS / "colpali_encode.py"
 REQUIREMENTS = KIT / "requirements-colpali.txt"
-KIT_INPUTS = [REQUIREMENTS, IMAGES, ENCODE, SCRIPTS / "tiny_checkpoint.py", IMAGE_PROCESSING]
+KIT_INPUTS = [REQUIREMENTS, IMAGES, ENCODE, SCRIPTS / "tiny_checkpoint.py"]
+
+
+def image_processing_file() -> Path:
+    """The torchvision-free image processing both sides use, as installed here (a checkout, or
+    a wheel on a GPU host that checks against artifacts built elsewhere): an input of the
+    artifacts, by content. Looked up on use: this module stays importable without core."""
+    return Path(importlib.util.find_spec("vllm_factory.core.image_processing").origin)
 
 
 def colpali_env() -> ReferenceEnv:
@@ -92,7 +100,7 @@ class ColPaliReference:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (the library's layout),
         images/ (``NN.png`` and ``images.json``), ref-colpali.npz (fp32) and
         ref-colpali-bf16.npz (the library's bf16 run); layout in ``colpali_encode.py``."""
-        inputs = [self.builder, self.CORPUS, *KIT_INPUTS]
+        inputs = [self.builder, self.CORPUS, *KIT_INPUTS, image_processing_file()]
         return cached_artifact(self.name, inputs, self._build)
 
     def exports(self) -> tuple[Path, Callable[..., Path], Callable[[], Path]]:
