@@ -127,6 +127,8 @@ def server(checkpoint: Path, reference_dir: Path):
             "VLLM_FACTORY_IMAGE_MAX_PIXELS": str(MAX_PIXELS),
             "VLLM_FACTORY_IMAGE_MAX_BYTES": str(MAX_BYTES),
             "VLLM_IMAGE_FETCH_TIMEOUT": "3",
+            # One attempt: an unreachable URL fails at once (vLLM retries with backoff).
+            "VLLM_MEDIA_FETCH_MAX_RETRIES": "1",
         },
     ) as running:  # fmt: skip
         print(f"\nvLLM server healthy after {running.startup_seconds:.1f} s")

@@ -9,6 +9,7 @@ import functools
 import http.server
 import io
 import random
+import socket
 import struct
 import threading
 import zlib
@@ -154,9 +155,13 @@ def test_local_paths_outside_the_allowed_folder_are_refused(server, checkpoint):
     assert_400(server.pooling({"image": "/etc/hostname"}), "data.image")
 
 
-def test_unreachable_image_url(server):
-    port = httpx.URL(server.url).port  # nothing serves images at /pooling's host under /nothing
-    assert_400(server.pooling({"image": f"http://127.0.0.1:{port}/nothing.png"}), "data.image")
+def test_unreachable_image_url(server, http_images):
+    """A missing file on a live server, and a port nothing listens on."""
+    assert_400(server.pooling({"image": f"{http_images}/missing.png"}), "data.image")
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert_400(server.pooling({"image": f"http://127.0.0.1:{port}/x.png"}), "data.image")
 
 
 def test_server_survives_bad_requests(server, encode, corpus):
