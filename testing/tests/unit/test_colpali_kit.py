@@ -5,7 +5,8 @@ import math
 import subprocess
 import sys
 
-from vllm_factory.testing.colpali.parity import score_limit
+import numpy as np
+from vllm_factory.testing.colpali.parity import largest_shift, maxsim
 from vllm_factory.testing.colpali.references import KIT_INPUTS, image_processing_file
 
 
@@ -25,7 +26,13 @@ def test_the_kit_imports_without_core():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_score_bound_follows_the_vector_tolerance():
-    # Two unit vectors at cosine c are sqrt(2 (1 - c)) apart; a dot product moves by the sum.
-    assert math.isclose(score_limit(0.99999), 2 * math.sqrt(2e-5))
-    assert score_limit(1.0) == 0.0
+def test_a_maxsim_score_moves_at_most_by_the_vector_shifts():
+    rng = np.random.default_rng(0)
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)
+    query, document = unit(rng.normal(size=(5, 16))), unit(rng.normal(size=(9, 16)))
+    moved_q = unit(query + 1e-3 * rng.normal(size=query.shape))
+    moved_d = unit(document + 1e-3 * rng.normal(size=document.shape))
+    bound = largest_shift([moved_q], [query]) + largest_shift([moved_d], [document])
+    change = abs(maxsim(moved_q, moved_d) - maxsim(query, document)) / len(query)
+    assert 0 < change <= bound
+    assert math.isclose(maxsim(query, query), len(query))
