@@ -19,6 +19,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from vllm_factory.core.checkpoint import CheckpointFiles
+
 logger = logging.getLogger(__name__)
 
 
@@ -59,6 +61,38 @@ def target_for(model_type: str, known: dict[str, Target], family: str) -> Target
             f"{model_type!r} (installed: {have})"
         )
     return target
+
+
+def served_with_target(
+    model: str,
+    revision: str | None,
+    *,
+    config_format: str,
+    attribute: str,
+    family: str,
+    targets: dict[str, Target] | None = None,
+    check: Callable[[CheckpointFiles], object] | None = None,
+) -> dict[str, Any]:
+    """The checkpoint's own ``config.json`` served with the architecture and IOProcessor of the
+    installed package that declares its ``model_type`` under ``attribute`` (``targets``: that
+    mapping, for tests). ``check(files)`` runs first and raises where the checkpoint cannot be
+    served exactly (a family's settings reader). ``ValueError`` naming the file otherwise."""
+    files = CheckpointFiles(model, revision)
+    config = files.json("config.json")
+    if config is None:
+        raise ValueError(f"--config-format {config_format}: {model} has no config.json")
+    if check is not None:
+        check(files)
+    known = installed_targets(attribute) if targets is None else targets
+    try:
+        target = target_for(config.get("model_type"), known, family)
+    except LookupError as error:
+        raise ValueError(f"{model}/config.json: {error}") from None
+    return {
+        **config,
+        "architectures": [target.architecture],
+        "io_processor_plugin": target.io_processor,
+    }
 
 
 def register_config_format(name: str, served_config: Callable[[str, str | None], dict]) -> None:

@@ -4,8 +4,9 @@ vLLM, so the request models are unit-tested without it)."""
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
-from pydantic import ValidationError
+from pydantic import AfterValidator, ValidationError
 
 
 def check_texts(
@@ -32,6 +33,16 @@ def check_probability(value: float) -> float:
         raise ValueError("must be a number between 0 and 1")
     return value
 
+
+def check_at_least_one(value: int) -> int:
+    """``value`` when it is at least 1 (counts such as ``top_k``); else ``ValueError``."""
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+# A request field counting something (``top_k``): an int of at least 1.
+AtLeastOne = Annotated[int, AfterValidator(check_at_least_one)]
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
 

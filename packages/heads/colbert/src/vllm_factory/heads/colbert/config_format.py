@@ -16,8 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_factory.core import config_format as core_config_format
-from vllm_factory.core.checkpoint import CheckpointFiles
-from vllm_factory.core.config_format import Target, installed_targets, target_for
+from vllm_factory.core.config_format import Target
 from vllm_factory.heads.colbert.settings import read_colbert_settings
 
 CONFIG_FORMAT = "colbert"
@@ -28,21 +27,11 @@ def served_config(
     model: str, revision: str | None = None, targets: dict[str, Target] | None = None
 ) -> dict[str, Any]:
     """The config dict vLLM serves ColBERT checkpoint ``model`` (dir or hub id) with."""
-    files = CheckpointFiles(model, revision)
-    config = files.json("config.json")
-    if config is None:
-        raise ValueError(f"--config-format {CONFIG_FORMAT}: {model} has no config.json")
-    read_colbert_settings(files)  # a ColBERT checkpoint, and one we can serve exactly
-    known = installed_targets(TARGETS_ATTRIBUTE) if targets is None else targets
-    try:
-        target = target_for(config.get("model_type"), known, "ColBERT")
-    except LookupError as error:
-        raise ValueError(f"{model}/config.json: {error}") from None
-    return {
-        **config,
-        "architectures": [target.architecture],
-        "io_processor_plugin": target.io_processor,
-    }
+    # A ColBERT checkpoint, and one we can serve exactly.
+    return core_config_format.served_with_target(
+        model, revision, config_format=CONFIG_FORMAT, attribute=TARGETS_ATTRIBUTE,
+        family="ColBERT", targets=targets, check=read_colbert_settings,
+    )  # fmt: skip
 
 
 def register_config_format() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
-from vllm_factory.core.request import check_texts
+from vllm_factory.core.request import AtLeastOne, check_texts
 
 MAX_TEXTS_PER_REQUEST = 1024
 # Longer texts would only be truncated after an expensive tokenization.
@@ -35,20 +35,13 @@ class ColBERTRequest(BaseModel):
     encoding_format: Literal["float", "base64"] = "float"
     query: str | None = None
     documents: list[str] | None = None
-    top_k: int | None = None
+    top_k: AtLeastOne | None = None
 
     @field_validator("text", "query", "documents")
     @classmethod
     def _valid_texts(cls, value: str | list[str] | None) -> str | list[str] | None:
         if value is not None:
             _check_texts(value)
-        return value
-
-    @field_validator("top_k")
-    @classmethod
-    def _check_top_k(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError("must be at least 1")
         return value
 
     def problem(self) -> tuple[str, str] | None:

@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_factory.core import config_format as core_config_format
-from vllm_factory.core.checkpoint import CheckpointFiles
-from vllm_factory.core.config_format import Target, installed_targets, target_for
+from vllm_factory.core.config_format import Target
 
 CONFIG_FORMAT = "colpali"
 TARGETS_ATTRIBUTE = "COLPALI_BACKBONE_TYPES"
@@ -25,19 +24,10 @@ def served_config(
     model: str, revision: str | None = None, targets: dict[str, Target] | None = None
 ) -> dict[str, Any]:
     """The config dict vLLM serves ColPali checkpoint ``model`` (dir or hub id) with."""
-    config = CheckpointFiles(model, revision).json("config.json")
-    if config is None:
-        raise ValueError(f"--config-format {CONFIG_FORMAT}: {model} has no config.json")
-    known = installed_targets(TARGETS_ATTRIBUTE) if targets is None else targets
-    try:
-        target = target_for(config.get("model_type"), known, "ColPali")
-    except LookupError as error:
-        raise ValueError(f"{model}/config.json: {error}") from None
-    return {
-        **config,
-        "architectures": [target.architecture],
-        "io_processor_plugin": target.io_processor,
-    }
+    return core_config_format.served_with_target(
+        model, revision, config_format=CONFIG_FORMAT, attribute=TARGETS_ATTRIBUTE,
+        family="ColPali", targets=targets,
+    )  # fmt: skip
 
 
 def register_config_format() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
-from vllm_factory.core.request import check_texts
+from vllm_factory.core.request import AtLeastOne, check_texts
 
 MAX_TEXTS_PER_REQUEST = 1024
 MAX_IMAGES_PER_REQUEST = 64
@@ -43,7 +43,7 @@ class ColPaliRequest(BaseModel):
     query: str | None = None
     images: list[str] | None = None
     documents: list[str] | None = None
-    top_k: int | None = None
+    top_k: AtLeastOne | None = None
     # The decoded images, in request order (set by the IOProcessor after validation).
     _decoded: list[Any] = PrivateAttr(default_factory=list)
 
@@ -59,13 +59,6 @@ class ColPaliRequest(BaseModel):
     def _valid_images(cls, value: str | list[str] | None) -> str | list[str] | None:
         if value is not None:
             _check_images(value)
-        return value
-
-    @field_validator("top_k")
-    @classmethod
-    def _check_top_k(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError("must be at least 1")
         return value
 
     def problem(self) -> tuple[str, str] | None:
