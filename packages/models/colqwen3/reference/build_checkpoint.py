@@ -2,7 +2,7 @@
 
 Runs in the ColPali reference venv (no hub access needed):
 
-    python build_checkpoint.py --out DIR [--seed 0] [--size tiny] [--corpus corpus.json]
+    python build_checkpoint.py --out DIR [--seed 0] [--size tiny|cpu|bench] [--corpus corpus.json]
 
 Steps: train a byte-level BPE tokenizer with Qwen2's pre-tokenisation on the corpus plus stdlib
 docstrings and wrap it as a ``Qwen2Tokenizer`` with Qwen3-VL's special tokens appended after
@@ -14,6 +14,15 @@ projection) and ``ColQwen3Processor``, both ``save_pretrained(DIR)``, reloaded w
 
 ``Qwen3VLProcessor`` requires a video processor, so Qwen3-VL's is saved too (same patch grid);
 ColQwen3 never processes videos (that alone would need torchvision).
+
+Sizes: ``tiny`` (the parity tests' model), ``cpu`` (a small benchmark model a 2-core CPU serves
+in well under a second per page) and ``bench`` (Qwen3-VL-2B's shapes, for GPU benchmarks). The
+two benchmark sizes use Qwen's initializer range (0.02), zero the projection's bias (vLLM's
+native ``ColQwen3Model`` serves a colpali-engine checkpoint only with ``dim`` given in its
+config, and then without the bias: with a zero bias both compute the same vectors) and
+``bench`` is saved in bfloat16. Their weights are random: ColPali has no data-dependent
+decoding, so the work per page, and thus every timing, is that of a trained model of the same
+shapes.
 """
 
 from __future__ import annotations
@@ -75,6 +84,36 @@ SIZES: dict[str, dict] = {
         "min_tokens": 4,
         "max_tokens": 256,
     },
+    # A small model for CPU benchmarks: a 768 x 1024 page becomes 234 image tokens.
+    "cpu": {
+        "text": {"hidden_size": 512, "num_attention_heads": 8, "head_dim": 64,
+                 "num_key_value_heads": 4, "num_hidden_layers": 4, "intermediate_size": 1536,
+                 "max_position_embeddings": 4096},
+        "mrope_section": [12, 10, 10],
+        "vision": {"depth": 4, "hidden_size": 256, "num_heads": 4, "intermediate_size": 1024,
+                   "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                   "num_position_embeddings": 1024, "deepstack_visual_indexes": [1, 2]},
+        "min_tokens": 4,
+        "max_tokens": 256,
+        "initializer_range": 0.02,
+        "zero_projection_bias": True,
+    },
+    # Qwen3-VL-2B's shapes (Qwen3-VL's image budget, capped at 1280 image tokens): a
+    # 768 x 1024 page is 768 image tokens, unresized.
+    "bench": {
+        "text": {"hidden_size": 2048, "num_attention_heads": 16, "head_dim": 128,
+                 "num_key_value_heads": 8, "num_hidden_layers": 28, "intermediate_size": 6144,
+                 "max_position_embeddings": 32768},
+        "mrope_section": [24, 20, 20],
+        "vision": {"depth": 24, "hidden_size": 1024, "num_heads": 16, "intermediate_size": 4096,
+                   "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                   "num_position_embeddings": 2304, "deepstack_visual_indexes": [5, 11, 17]},
+        "min_tokens": 64,
+        "max_tokens": 1280,
+        "initializer_range": 0.02,
+        "zero_projection_bias": True,
+        "save_dtype": "bfloat16",
+    },
 }  # fmt: skip
 
 
@@ -119,14 +158,16 @@ def build_config(tok: Qwen2Tokenizer, size: str) -> Qwen3VLConfig:
         "vocab_size": len(tok),
         "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0,
                             "mrope_section": s["mrope_section"], "mrope_interleaved": True},
-        # Larger than Qwen's 0.02 so that tokens and positions give clearly distinct vectors.
-        "initializer_range": 0.1,
+        # tiny: larger than Qwen's 0.02 so that tokens and positions give clearly distinct
+        # vectors.
+        "initializer_range": s.get("initializer_range", 0.1),
         "pad_token_id": ids[EOT],
         "bos_token_id": None,
         "eos_token_id": ids[EOT],
     }  # fmt: skip
     assert sum(s["mrope_section"]) * 2 == text["head_dim"], "mrope_section must sum to head_dim/2"
-    vision = {**s["vision"], "out_hidden_size": text["hidden_size"], "initializer_range": 0.1}
+    vision = {**s["vision"], "out_hidden_size": text["hidden_size"],
+              "initializer_range": s.get("initializer_range", 0.1)}  # fmt: skip
     side = int(vision["num_position_embeddings"] ** 0.5)
     assert side * side == vision["num_position_embeddings"], "num_position_embeddings: a square"
     assert all(0 <= i < vision["depth"] for i in vision["deepstack_visual_indexes"])
@@ -190,6 +231,10 @@ def main() -> None:
         for name, param in model.named_parameters():
             if "norm" in name and name.endswith("weight"):
                 param.uniform_(0.5, 1.5)
+        if SIZES[args.size].get("zero_projection_bias"):
+            model.custom_text_proj.bias.zero_()
+    dtype = getattr(torch, SIZES[args.size].get("save_dtype", "float32"))
+    model.to(dtype)
     processor = processor_cls(
         image_processor=build_image_processor(args.size),
         tokenizer=tok,
@@ -200,7 +245,7 @@ def main() -> None:
     model.save_pretrained(args.out)
     processor.save_pretrained(args.out)
 
-    reloaded = model_cls.from_pretrained(args.out, dtype=torch.float32).eval()
+    reloaded = model_cls.from_pretrained(args.out, dtype=dtype).eval()
     theirs = reloaded.state_dict()
     ours = model.state_dict()
     assert ours.keys() == theirs.keys(), set(ours) ^ set(theirs)
@@ -213,7 +258,7 @@ def main() -> None:
     ), "tokenizer changed on reload"
     with torch.inference_mode():
         vecs = reloaded(**processor2.process_texts([data["documents"][2]["text"]]))[0]
-    mean_cos = check_not_degenerate(vecs.numpy(), "document d02")
+    mean_cos = check_not_degenerate(vecs.float().numpy(), "document d02")
     LOG.info(
         "saved %s (%s, seed %d): %d parameters, mean token cosine in one doc %.3f; files: %s",
         args.out, args.size, args.seed, sum(p.numel() for p in model.parameters()), mean_cos,

@@ -8,10 +8,12 @@ Usage (serving venv: vLLM + our packages, plus matplotlib and tqdm)::
 ``SPEC``, a :class:`PluginSpec`); ``--spec PATH`` loads another file. One run:
 
 1. builds (cached) the plugin's benchmark checkpoint and a seeded corpus whose texts have
-   exact model-input token lengths drawn from a length distribution (``--lengths``);
+   exact model-input token lengths drawn from a length distribution (``--lengths``), or the
+   spec's own inputs (:meth:`PluginSpec.corpus`, e.g. document-page images; ``--workload``
+   picks among the spec's request mixes);
 2. runs the reference library's baseline script in the library's own venv on the same texts:
    batch size 1 (sequential) and a batch-size sweep, same dtype and device;
-3. starts each server (native vLLM model if the spec has one, then the plugin), sweeps
+3. starts each server in the spec's order (native vLLM model if any, plugin), sweeps
    closed-loop concurrency and, unless ``--quick``, open-loop Poisson rates;
 4. writes ``<results>/<machine>/<plugin>-<mode>.json`` (machine, versions, config, every
    point), ``...-throughput.png``, ``...-latency.png`` and ``...md``
@@ -109,6 +111,8 @@ class PluginSpec:
 
     name: str = ""
     reference_library: str = "reference"
+    workloads: tuple[str, ...] = ()
+    """Request mixes ``--workload`` may name (the first is the default); empty: none."""
 
     def word_texts(self) -> list[str]:
         """Extra texts whose words join the corpus word pool (e.g. the package's test corpus)."""
@@ -120,6 +124,13 @@ class PluginSpec:
 
     def max_model_len(self, checkpoint: Path, max_tokens: int) -> int:
         return max_tokens
+
+    def corpus(self, config: BenchConfig, checkpoint: Path) -> Corpus | None:
+        """The inputs of the run when the spec makes its own (e.g. images: ``texts`` then hold
+        what its ``make_body`` and the baseline script read, such as file paths), for
+        ``config.workload``; None: seeded texts of ``config.lengths`` (:func:`build_corpus`
+        with :meth:`token_counter` and :meth:`word_texts`)."""
+        return None
 
     def token_counter(self, checkpoint: Path) -> Callable[[str], int]:
         """``text -> model input tokens`` as the plugin (and the reference library) feed it."""
@@ -248,6 +259,8 @@ class BenchConfig:
     only: list[str] = field(default_factory=list)
     skip_reference: bool = False
     encoding: str = "float"
+    workload: str = ""
+    """The spec's request mix (:attr:`PluginSpec.workloads`); empty: the spec's default."""
     server_args: list[str] = field(default_factory=list)
     server_env: dict[str, str] = field(default_factory=dict)
     """Environment of every vLLM server, e.g. ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``."""
@@ -754,6 +767,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         "--encoding", choices=["float", "base64"], default="float",
         help="response vectors as JSON floats or base64 float32 (plugin and native alike)",
     )  # fmt: skip
+    ap.add_argument(
+        "--workload", default="",
+        help="the spec's request mix, where it has several (e.g. colqwen3: pages, queries); "
+        "results are then named <plugin>-<workload>-<mode>",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     config = default_config(args.plugin or (args.spec and args.spec.stem) or "", args.device,
                             args.quick)  # fmt: skip
@@ -773,6 +791,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     config.only = args.only
     config.skip_reference = args.skip_reference
     config.encoding = args.encoding
+    config.workload = args.workload
     config.server_args = args.server_arg
     config.server_env = parse_env(args.server_env)
     config.ref_python = args.ref_python
@@ -795,15 +814,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args, config = parse_args(argv)
     spec = load_spec(args.plugin, args.spec)
     config.plugin = spec.name
+    if config.workload and config.workload not in spec.workloads:
+        raise SystemExit(
+            f"--workload {config.workload!r}: {spec.name} has "
+            + (", ".join(spec.workloads) if spec.workloads else "no workloads")
+        )
     started = time.monotonic()
     loadavg_start = os.getloadavg()
 
     max_tokens = max_tokens_of(config.lengths)
     checkpoint = spec.checkpoint(config, max_tokens)
     max_model_len = spec.max_model_len(checkpoint, max_tokens)
-    count = spec.token_counter(checkpoint)
-    pool = word_pool(spec.word_texts())
-    corpus = build_corpus(config.lengths, config.corpus_size, config.seed, pool, count)
+    corpus = spec.corpus(config, checkpoint)
+    if corpus is None:
+        count = spec.token_counter(checkpoint)
+        pool = word_pool(spec.word_texts())
+        corpus = build_corpus(config.lengths, config.corpus_size, config.seed, pool, count)
     logger.info("corpus: %s", json.dumps(corpus.stats()))
 
     matmul = None
@@ -861,7 +887,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report["total_seconds"] = time.monotonic() - started
 
     out_root = args.out_dir or spec_results_dir(args.plugin, args.spec)
-    stem = args.tag or f"{spec.name}-{config.mode}"
+    workload = f"{config.workload}-" if config.workload else ""
+    stem = args.tag or f"{spec.name}-{workload}{config.mode}"
     paths = bench_report.write_all(report, out_root / name, stem)
     for path in paths:
         logger.info("wrote %s", path)

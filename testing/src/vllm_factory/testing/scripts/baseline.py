@@ -5,7 +5,8 @@ Run as a script in the reference library's own venv (it imports nothing of vllm-
 
     python baseline.py --library pylate --checkpoint DIR --texts texts.json --out raw.json \
         --device cpu --dtype float32 --warmup 8 --requests 30 --batch-sizes 1,8,32 \
-        --min-batches 2 [--threads K] [--labels a,b,c --threshold 0.5] [--schema JSON]
+        --min-batches 2 [--threads K] [--labels a,b,c --threshold 0.5] [--schema JSON] \
+        [--inputs images|queries|texts --model-class M:C --processor-class M:C]
 
 Loads the checkpoint with the library's own class, runs ``--warmup`` texts unmeasured, then
 for each batch size b runs ``texts[W : W + max(requests, min_batches * b)]`` (cyclically) in
@@ -18,7 +19,11 @@ Libraries, each called as its users call it on the texts the served requests car
 ``pylate`` (``models.ColBERT.encode``, documents), ``sentence-transformers``
 (``SentenceTransformer.encode``, no prompt), ``gliner`` (``GLiNER.inference`` with
 ``--labels`` and ``--threshold``), ``gliner2`` (``GLiNER2.batch_extract`` with one schema for
-every text, ``--schema`` in ``Schema.from_dict`` form, and ``--threshold``).
+every text, ``--schema`` in ``Schema.from_dict`` form, and ``--threshold``), ``colpali-engine``
+(``--model-class`` ``from_pretrained``, then ``--processor-class``'s ``process_images`` on the
+images whose file paths the texts file lists (``--inputs images``; each opened with PIL in the
+timed part), ``process_queries`` (``--inputs queries``) or ``process_texts``, then the model;
+the token vectors are moved to the CPU and split per item, as colpali-engine's examples do).
 """
 
 from __future__ import annotations
@@ -83,11 +88,53 @@ def load_gliner2(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
     return encode, {"schema": schema, "threshold": args.threshold}
 
 
+def load_colpali_engine(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
+    try:  # where torchvision cannot load (CPU hosts), transformers' PIL image processors
+        from vllm_factory.core.image_processing import use_pil_image_processors
+    except ImportError:  # a venv without vllm-factory-core: torchvision must work there
+        pass
+    else:
+        use_pil_image_processors()
+    import importlib
+
+    import torch
+    from PIL import Image
+
+    def load(spec: str) -> Any:
+        module, _, name = spec.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    dtype = getattr(torch, args.dtype)
+    model = load(args.model_class).from_pretrained(args.checkpoint, dtype=dtype)
+    model = prepare(model.to(args.device), args)
+    processor = load(args.processor_class).from_pretrained(args.checkpoint)
+
+    def encode(chunk: list[str]) -> Any:
+        if args.inputs == "images":
+            batch = processor.process_images([Image.open(path) for path in chunk])
+        elif args.inputs == "queries":
+            batch = processor.process_queries(chunk)
+        else:
+            batch = processor.process_texts(chunk)
+        with torch.inference_mode():
+            vectors = model(**batch.to(args.device))
+        return list(torch.unbind(vectors.to("cpu")))
+
+    return encode, {
+        "inputs": args.inputs,
+        "model_class": args.model_class,
+        "processor_class": args.processor_class,
+        "attn_implementation": getattr(model.config, "_attn_implementation", None),
+        "image_processor_size": dict(getattr(processor.image_processor, "size", {}) or {}),
+    }
+
+
 LIBRARIES = {
     "pylate": load_pylate,
     "sentence-transformers": load_sentence_transformers,
     "gliner": load_gliner,
     "gliner2": load_gliner2,
+    "colpali-engine": load_colpali_engine,
 }
 
 
@@ -145,6 +192,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--labels", default="", help="gliner: comma-separated entity labels")
     ap.add_argument("--threshold", type=float, default=0.5, help="gliner(2): score threshold")
     ap.add_argument("--schema", default="{}", help="gliner2: the schema, Schema.from_dict JSON")
+    ap.add_argument(
+        "--inputs", choices=("images", "queries", "texts"), default="images",
+        help="colpali-engine: the texts file lists image paths, queries or text documents",
+    )  # fmt: skip
+    ap.add_argument("--model-class", default="colpali_engine.models:ColQwen3",
+                    help="colpali-engine: module:Class of the model")  # fmt: skip
+    ap.add_argument("--processor-class", default="colpali_engine.models:ColQwen3Processor",
+                    help="colpali-engine: module:Class of the processor")  # fmt: skip
     args = ap.parse_args(argv)
     import torch
 
