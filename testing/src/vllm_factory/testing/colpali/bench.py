@@ -112,6 +112,11 @@ def _paragraph(draw, rng, words, box: tuple[int, int, int, int]) -> int:
     return len(lines) * step
 
 
+# Axes, ticks and caption: the least room a chart needs (the page loop stops 60 px before the
+# bottom margin, so the last box can be too short for one).
+CHART_MIN_HEIGHT = 120
+
+
 def _chart(draw, rng, words, box: tuple[int, int, int, int], number: int) -> int:
     """A bar or line chart with axes, ticks, a legend and a caption; returns the height used."""
     x0, y0, x1, y1 = box
@@ -203,12 +208,14 @@ def draw_page(index: int, seed: int, words: Sequence[str]) -> Image.Image:
         box = (x0, y, x1, bottom)
         if kind == "paragraph":
             used = _paragraph(draw, rng, words, box)
-        elif kind == "chart":
+        elif kind == "chart" and bottom - y >= CHART_MIN_HEIGHT:
             figures += 1
             used = _chart(draw, rng, words, box, figures)
-        else:
+        elif kind == "table":
             tables += 1
             used = _table(draw, rng, words, box, tables)
+        else:  # a chart with no room left for its axes: text instead
+            used = _paragraph(draw, rng, words, box)
         y += used + 16
     draw.text((w // 2 - 10, h - margin // 2 - 8), str(index + 1), fill=(80, 80, 80), font=_font(12))
     return img
