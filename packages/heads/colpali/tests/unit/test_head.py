@@ -8,6 +8,7 @@ from vllm_factory.core.pooler import PoolerRequest
 from vllm_factory.heads.colpali.head import (
     ColPaliHead,
     ProjectionShape,
+    TokenNormHead,
     is_projection_weight,
     projection_shape,
 )
@@ -64,3 +65,17 @@ def test_head_refuses_missing_or_misshapen_weights():
         head.load_checkpoint_weights({"weight": torch.zeros(5, 7)})
     assert is_projection_weight("vlm.custom_text_proj.weight")
     assert not is_projection_weight("language_model.layers.0.mlp.weight")
+
+
+def test_token_norm_head_normalises_every_token_into_fresh_storage():
+    torch.manual_seed(0)
+    head = TokenNormHead(8, dtype=torch.float32)
+    assert head.dim == 8 and head.load_checkpoint_weights({}) == set()
+    hidden = [torch.randn(3, 8, dtype=torch.float64), torch.randn(1, 8, dtype=torch.float64)]
+    outputs = head(hidden, [PoolerRequest(), PoolerRequest()])
+    assert [o.shape for o in outputs] == [(3, 8), (1, 8)]
+    for h, o in zip(hidden, outputs):
+        assert o.dtype == torch.float32 and o.data_ptr() != h.data_ptr()
+        torch.testing.assert_close(o, (h / h.norm(dim=-1, keepdim=True)).float())
+    with pytest.raises(ValueError, match="unexpected projection"):
+        head.load_checkpoint_weights({"weight": torch.zeros(5, 8)})

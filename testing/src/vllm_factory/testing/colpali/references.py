@@ -19,7 +19,8 @@ their own layout), its ``corpus.json`` (queries, documents, image specs) and a s
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
@@ -40,19 +41,25 @@ def image_processing_file() -> Path:
     return Path(importlib.util.find_spec("vllm_factory.core.image_processing").origin)
 
 
-def colpali_env() -> ReferenceEnv:
+def colpali_env(extra: Sequence[str] = ()) -> ReferenceEnv:
     """colpali-engine 0.3.18 and its pinned stack, without torchvision (one cached venv for every
     ColPali package), plus vllm-factory-core (editable, no dependencies) for
-    ``use_pil_image_processors``."""
+    ``use_pil_image_processors``.
+
+    ``extra``: further exact pins (``name==version``) installed with ``--no-deps`` on top, for a
+    library built on the same stack (a fork of colpali-engine); they get a venv of their own,
+    named after them, so the shared one never changes under another package's tests."""
     if not (CORE / "pyproject.toml").is_file():
         raise FileNotFoundError(
             f"vllm-factory-core's source tree is not at {CORE}: the ColPali reference venv "
             "installs it from a checkout of this repository"
         )
-    return ReferenceEnv(
-        "colpali-engine-0.3.18",
-        [["--no-deps", "-r", str(REQUIREMENTS)], ["--no-deps", "-e", str(CORE)]],
-    )
+    steps = [["--no-deps", "-r", str(REQUIREMENTS)], ["--no-deps", "-e", str(CORE)]]
+    name = "colpali-engine-0.3.18"
+    if extra:
+        steps.append(["--no-deps", *extra])
+        name += "+" + "+".join(pin.replace("==", "-") for pin in extra)
+    return ReferenceEnv(name, steps)
 
 
 class ColPaliReference:
@@ -60,7 +67,11 @@ class ColPaliReference:
     package's ``reference/``) plus the family's steps; artifacts named after the package.
 
     ``model_class`` / ``processor_class``: ``module:Name`` of the library's classes the encoder
-    loads the checkpoint with. ``env``: the venv the builder and the encoder run in."""
+    loads the checkpoint with; the module may also be one in the package's ``reference/`` (the
+    encoder runs with that folder on ``PYTHONPATH``), for a reference the library does not ship
+    as a package. ``env``: the venv the builder and the encoder run in. ``inputs``: further
+    files that shape the artifacts (such a module, a kit script the builder imports), by path
+    or by name in the package's ``reference/``."""
 
     def __init__(
         self,
@@ -68,8 +79,10 @@ class ColPaliReference:
         model_class: str,
         processor_class: str,
         env: Callable[[], ReferenceEnv] = colpali_env,
+        inputs: Sequence[str | Path] = (),
     ) -> None:
         self.folder = Path(module_file).resolve().parent
+        self.inputs = [self.folder / path for path in inputs]
         self.builder = self.folder / "build_checkpoint.py"
         self.CORPUS = self.folder / "corpus.json"
         self.name = self.folder.parent.name + "-reference"
@@ -89,18 +102,21 @@ class ColPaliReference:
         checkpoint = self.build_checkpoint(target / "checkpoint", env=env)
         images = target / "images"
         env.run(IMAGES, "--corpus", self.CORPUS, "--out", images)
+        # The package's reference/ importable too (a reference module of its own).
+        path = os.pathsep.join([str(self.folder), str(SCRIPTS), os.environ.get("PYTHONPATH", "")])
         for dtype, name in (("float32", "ref-colpali.npz"), ("bfloat16", "ref-colpali-bf16.npz")):
             env.run(
                 ENCODE, "--model-class", self.model_class, "--processor-class",
                 self.processor_class, "--checkpoint", checkpoint, "--corpus", self.CORPUS,
                 "--images", images, "--out", target / name, "--dtype", dtype,
+                env={"PYTHONPATH": path.rstrip(os.pathsep)},
             )  # fmt: skip
 
     def reference_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (the library's layout),
         images/ (``NN.png`` and ``images.json``), ref-colpali.npz (fp32) and
         ref-colpali-bf16.npz (the library's bf16 run); layout in ``colpali_encode.py``."""
-        inputs = [self.builder, self.CORPUS, *KIT_INPUTS, image_processing_file()]
+        inputs = [self.builder, self.CORPUS, *KIT_INPUTS, image_processing_file(), *self.inputs]
         return cached_artifact(self.name, inputs, self._build)
 
     def exports(self) -> tuple[Path, Callable[..., Path], Callable[[], Path]]:

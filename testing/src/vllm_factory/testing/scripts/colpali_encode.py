@@ -15,7 +15,8 @@ image} (rows where the attention mask is 1, in order):
 
   P_i         f32  [n, dim]   the model's L2-normalised token vectors
   P_ids_i     i64  [n]        input_ids fed to the model
-  image_grid_i i64 [3]        image_grid_thw of image i (temporal, height, width in patches)
+  image_grid_i i64 [3]        image_grid_thw of image i (temporal, height, width in patches),
+                              where the processor gives one (Qwen-VL)
   meta_json   <U   scalar     json: versions, dtype, item ids, token counts, image sizes ...
 
 Also importable (``refenv.ReferenceEnv.run`` puts this folder on ``PYTHONPATH``): the family's
@@ -28,7 +29,7 @@ import argparse
 import importlib
 import json
 import logging
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,19 @@ PARTS = ("query", "text", "image")
 # Mean off-diagonal cosine of one item's vectors above this: a degenerate (collapsed) model.
 # Checked on every image and on the longest query and text document.
 DEGENERATE = 0.9
+# Versions recorded in the meta: the stack, and whichever reference libraries are installed.
+LIBRARIES = ("torch", "transformers", "tokenizers", "pillow", "colpali-engine",
+             "sauerkrautlm-colpali")  # fmt: skip
+
+
+def installed_versions(names: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
 
 
 def load_class(spec: str) -> Any:
@@ -119,7 +133,8 @@ def main() -> None:
                 batch = processor.process_images([img])
             vecs, ids = encode_one(model, batch)
             arrays[f"image_{i}"], arrays[f"image_ids_{i}"] = vecs, ids
-            arrays[f"image_grid_{i}"] = batch["image_grid_thw"][0].numpy().astype(np.int64)
+            if "image_grid_thw" in batch:
+                arrays[f"image_grid_{i}"] = batch["image_grid_thw"][0].numpy().astype(np.int64)
             counts["image"].append(len(ids))
             mean_cos[entry["id"]] = check_not_degenerate(vecs, f"image {entry['id']}")
 
@@ -130,8 +145,7 @@ def main() -> None:
         "dtype": args.dtype,
         "device": "cpu",
         "normalized": True,
-        "versions": {lib: version(lib) for lib in
-                     ("torch", "transformers", "tokenizers", "pillow", "colpali-engine")},
+        "versions": installed_versions(LIBRARIES),
         "ids": {"query": [x["id"] for x in corpus["queries"]],
                 "text": [x["id"] for x in corpus["documents"]],
                 "image": [e["id"] for e in index]},

@@ -1,9 +1,12 @@
 """The ColPali head: one linear projection of every token's hidden state, then L2
-normalisation (colpali-engine's ``custom_text_proj``). Pure torch; no vLLM.
+normalisation (colpali-engine's ``custom_text_proj``); or, for retrievers with no projection
+(Nemotron ColEmbed), the L2 normalisation alone (:class:`TokenNormHead`). Pure torch; no vLLM.
 
 Its weights sit in the checkpoint's own safetensors beside the backbone's, and its width is
 not in ``config.json`` (colpali-engine fixes it in code), so :func:`projection_shape` reads it
-from the safetensors headers before the weights load.
+from the safetensors headers before the weights load. A library that saves the projection apart,
+in a torch file beside the backbone's weights (sauerkrautlm-colpali's ColLFM2:
+``collfm2_projection.pt``), names that file (:func:`projection_file_tensors`).
 """
 
 from __future__ import annotations
@@ -47,10 +50,31 @@ def safetensors_shapes(files: CheckpointFiles) -> dict[str, list[int]]:
     return shapes
 
 
-def projection_shape(files: CheckpointFiles) -> ProjectionShape:
-    """The projection's shape as the checkpoint stores it (under any prefix)."""
+def projection_file_tensors(files: CheckpointFiles, name: str) -> dict[str, torch.Tensor] | None:
+    """The projection's tensors by their last name part (``weight``, ``bias``) from the torch
+    file ``name`` of the checkpoint, saved as ``{"custom_text_proj": state_dict, ...}`` (read with
+    ``weights_only``: tensors and plain values, no code); None where the checkpoint has no such
+    file."""
+    path = files.path(name)
+    if path is None:
+        return None
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    state = saved.get(PROJECTION) if isinstance(saved, dict) else None
+    if not isinstance(state, dict) or "weight" not in state:
+        raise ValueError(f"{files.model}/{name}: no {PROJECTION} state dict with a weight")
+    return {key: value for key, value in state.items() if key in ("weight", "bias")}
+
+
+def projection_shape(files: CheckpointFiles, projection_file: str | None = None) -> ProjectionShape:
+    """The projection's shape as the checkpoint stores it (under any prefix), or, where the
+    safetensors hold none, as ``projection_file`` (:func:`projection_file_tensors`) does."""
     shapes = safetensors_shapes(files)
     weight = [k for k in shapes if k.endswith(f"{PROJECTION}.weight")]
+    if not weight and projection_file is not None:
+        tensors = projection_file_tensors(files, projection_file)
+        if tensors is not None:
+            out_features, in_features = tensors["weight"].shape
+            return ProjectionShape(in_features, out_features, "bias" in tensors)
     if len(weight) != 1:
         raise ValueError(f"{files.model}: expected one {PROJECTION}.weight tensor, found {weight}")
     out_features, in_features = shapes[weight[0]]
@@ -98,3 +122,33 @@ class ColPaliHead(FactoryPooler):
         flat = torch.cat(list(hidden_states), dim=0).to(self.proj.weight.dtype)
         projected = F.normalize(self.proj(flat), p=2, dim=-1)
         return list(torch.split(projected, sizes))
+
+
+class TokenNormHead(FactoryPooler):
+    """Every token's hidden state L2-normalised, no projection (retrievers whose token vectors
+    are the backbone's own, e.g. Nemotron ColEmbed); returns every token of every sequence."""
+
+    def __init__(self, dim: int, dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        self.hidden_size = dim
+        self.dtype = dtype
+
+    @property
+    def dim(self) -> int:
+        return self.hidden_size
+
+    def load_checkpoint_weights(self, tensors: dict[str, torch.Tensor]) -> set[str]:
+        """No weights; a projection in the checkpoint would be one this model does not apply."""
+        if tensors:
+            raise ValueError(f"unexpected projection weights {sorted(tensors)}")
+        return set()
+
+    def forward(
+        self, hidden_states: Sequence[torch.Tensor], requests: Sequence[PoolerRequest]
+    ) -> list[torch.Tensor]:
+        sizes = [h.shape[0] for h in hidden_states]
+        flat = torch.cat(list(hidden_states), dim=0)
+        if self.dtype is not None:
+            flat = flat.to(self.dtype)
+        # normalize allocates: the outputs own fresh storage, as the contract asks.
+        return list(torch.split(F.normalize(flat, p=2, dim=-1), sizes))

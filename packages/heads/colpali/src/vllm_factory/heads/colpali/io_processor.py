@@ -45,14 +45,22 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
     image_prompt: ClassVar[str] = ""
 
     def setup(self) -> None:
+        # Never the checkpoint's remote code (an auto_map in its config.json): ours serves it.
         self.tokenizer = AutoTokenizer.from_pretrained(
-            self.checkpoint.model, revision=self.checkpoint.revision
+            self.checkpoint.model, revision=self.checkpoint.revision, trust_remote_code=False
         )
-        if not self.image_prompt:
+        image_prompt = self.image_prompt_text()
+        if not image_prompt:
             raise TypeError(f"{type(self).__name__} must set image_prompt")
-        self.image_prompt_ids: list[int] = self.tokenizer(self.image_prompt)["input_ids"]
+        self.image_prompt_ids: list[int] = self.tokenizer(image_prompt)["input_ids"]
         self.limits = ImageLimits.from_env()
         self.media = compat.media_connector(self.vllm_config.model_config)
+
+    def image_prompt_text(self) -> str:
+        """The prompt around one image, with one image placeholder: :attr:`image_prompt`, or,
+        in a package whose reference builds it from the checkpoint (its chat template), what
+        that package's override reads there (``self.tokenizer`` is loaded by then)."""
+        return self.image_prompt
 
     # -- requests ------------------------------------------------------------------------
 

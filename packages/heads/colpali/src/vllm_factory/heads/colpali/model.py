@@ -3,7 +3,8 @@ retriever (every token's hidden state -> projection -> L2 norm), in the spirit o
 ColBERT classes: a package writes one thin class,
 ``class ColQwen3(ColPaliModel, Qwen3VLForConditionalGeneration, SupportsLateInteraction)``
 (the mixin first, vLLM's interface last), and names how its reference library saves the
-backbone's weights (:attr:`CHECKPOINT_PREFIXES`).
+backbone's weights (:attr:`CHECKPOINT_PREFIXES`). A retriever with no projection (its token
+vectors are the backbone's hidden states, normalised) sets :attr:`PROJECTION` to False.
 
 The backbone runs exactly as vLLM runs it for generation (its multimodal processor, vision
 tower, M-RoPE positions); the language-model head is dropped (a retriever never computes logits,
@@ -20,7 +21,13 @@ import torch
 from torch import nn
 from vllm_factory.core.adapter import VllmPoolerAdapter
 from vllm_factory.core.checkpoint import CheckpointFiles
-from vllm_factory.heads.colpali.head import ColPaliHead, is_projection_weight, projection_shape
+from vllm_factory.heads.colpali.head import (
+    ColPaliHead,
+    TokenNormHead,
+    is_projection_weight,
+    projection_file_tensors,
+    projection_shape,
+)
 
 
 class ColPaliModel:
@@ -30,19 +37,29 @@ class ColPaliModel:
     CHECKPOINT_PREFIXES: ClassVar[dict[str, str]] = {}
     # Dotted path of the backbone's language-model head, replaced by an identity.
     LM_HEAD: ClassVar[str] = "language_model.lm_head"
+    # Whether the checkpoint has a projection (``custom_text_proj``) after the backbone.
+    PROJECTION: ClassVar[bool] = True
+    # A torch file of the checkpoint holding the projection, for a library that saves it apart
+    # from the safetensors (read where these hold none; ``head.projection_file_tensors``).
+    PROJECTION_FILE: ClassVar[str | None] = None
 
     def __init__(self, *, vllm_config: Any, prefix: str = "model") -> None:
         super().__init__(vllm_config=vllm_config, prefix=prefix)
         model_config = vllm_config.model_config
-        files = CheckpointFiles(model_config.model, getattr(model_config, "revision", None))
-        shape = projection_shape(files)
         hidden = model_config.hf_config.get_text_config().hidden_size
-        if shape.in_features != hidden:
-            raise ValueError(
-                f"{model_config.model}: projection takes {shape.in_features} features, the "
-                f"backbone's hidden size is {hidden}"
-            )
-        self.pooler = VllmPoolerAdapter(ColPaliHead(shape, dtype=model_config.head_dtype))
+        if not self.PROJECTION:
+            head = TokenNormHead(hidden, dtype=model_config.head_dtype)
+            self.pooler = VllmPoolerAdapter(head)
+        else:
+            files = CheckpointFiles(model_config.model, getattr(model_config, "revision", None))
+            self.checkpoint_files = files
+            shape = projection_shape(files, self.PROJECTION_FILE)
+            if shape.in_features != hidden:
+                raise ValueError(
+                    f"{model_config.model}: projection takes {shape.in_features} features, the "
+                    f"backbone's hidden size is {hidden}"
+                )
+            self.pooler = VllmPoolerAdapter(ColPaliHead(shape, dtype=model_config.head_dtype))
         owner, _, name = self.LM_HEAD.rpartition(".")
         setattr(self.get_submodule(owner), name, nn.Identity())
 
@@ -64,5 +81,7 @@ class ColPaliModel:
                     yield self.checkpoint_name(name), tensor
 
         loaded = set(super().load_weights(backbone()))
+        if not head and self.PROJECTION and self.PROJECTION_FILE is not None:
+            head = projection_file_tensors(self.checkpoint_files, self.PROJECTION_FILE) or {}
         loaded |= {f"pooler.head.{n}" for n in self.pooler.head.load_checkpoint_weights(head)}
         return loaded

@@ -1,0 +1,157 @@
+"""Tiny offline Qwen3-VL parts for the ColPali family's checkpoint builders (runs in the ColPali
+reference venv, as ``import qwen3_vl_tiny`` beside a builder: ``refenv.ReferenceEnv.run`` puts
+this folder on ``PYTHONPATH``).
+
+- :func:`qwen_tokenizer`: a byte-level BPE trained on the given texts with Qwen2's normaliser
+  and pre-tokeniser, as a ``Qwen2Tokenizer`` (no BOS, nothing appended) with Qwen3-VL's special
+  tokens after the learned vocabulary, as in Qwen's own tokenizer; optionally with
+  :data:`CHAT_TEMPLATE`.
+- :data:`CHAT_TEMPLATE`: Qwen3-VL's chat format (``<|im_start|>role\\n ... <|im_end|>\\n``, one
+  ``<|vision_start|><|image_pad|><|vision_end|>`` per image, ``<|im_start|>assistant\\n`` as the
+  generation prompt), for checkpoints whose library builds prompts with the chat template.
+- :func:`qwen3_vl_config`: a ``Qwen3VLConfig`` whose special token ids match that tokenizer.
+- :func:`pil_image_processor`: Qwen3-VL's image preprocessing (mean / std 0.5, bicubic) in
+  transformers' PIL backend, with a budget of ``min_tokens .. max_tokens`` merged tokens.
+- :func:`randomize_norms`: random norm weights (the default init leaves them at one).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+EOT = "<|endoftext|>"
+# Qwen3-VL's special tokens, in Qwen's order (their ids follow the BPE vocabulary).
+SPECIALS = [EOT, "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+            "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]  # fmt: skip
+IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
+VIDEO_PLACEHOLDER = "<|vision_start|><|video_pad|><|vision_end|>"
+
+# Messages whose content is a string or a list of parts ({"type": "text", "text": ...},
+# {"type": "image"[, "image": ...]}, {"type": "video"}); no tools.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
+    "{%- else -%}{%- for part in message['content'] -%}"
+    "{%- if part['type'] == 'image' or 'image' in part -%}"
+    "{{- '" + IMAGE_PLACEHOLDER + "' -}}"
+    "{%- elif part['type'] == 'video' or 'video' in part -%}"
+    "{{- '" + VIDEO_PLACEHOLDER + "' -}}"
+    "{%- elif 'text' in part -%}{{- part['text'] -}}"
+    "{%- endif -%}{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def qwen_tokenizer(texts: list[str], vocab_size: int, chat_template: str | None = None) -> Any:
+    """A ``Qwen2Tokenizer`` of ``vocab_size`` tokens (BPE plus :data:`SPECIALS`) trained on
+    ``texts``; ``chat_template`` set when given."""
+    from transformers import Qwen2Tokenizer
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])  # fmt: skip
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    bpe = json.loads(tok.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in bpe["merges"]]
+    qwen = Qwen2Tokenizer(
+        vocab=bpe["vocab"], merges=merges, unk_token=None, bos_token=None, eos_token=EOT,
+        pad_token=EOT, extra_special_tokens=SPECIALS[1:], model_max_length=32768,
+    )  # fmt: skip
+    missing = [t for t in SPECIALS if qwen.convert_tokens_to_ids(t) in (None, qwen.unk_token_id)]
+    if missing or len(qwen) != len(bpe["vocab"]) + len(SPECIALS):
+        raise RuntimeError(f"special tokens not in the vocabulary: {missing}")
+    if chat_template is not None:
+        qwen.chat_template = chat_template
+    return qwen
+
+
+def qwen3_vl_config(
+    tok: Any,
+    text: dict[str, Any],
+    vision: dict[str, Any],
+    mrope_section: list[int],
+    initializer_range: float,
+    **extra: Any,
+) -> Any:
+    """A ``Qwen3VLConfig``: ``text`` / ``vision`` sizes, interleaved M-RoPE of ``mrope_section``
+    (summing to half the head size), the tokenizer's vocabulary and special token ids; ``extra``:
+    more top-level fields."""
+    from transformers import Qwen3VLConfig
+
+    ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}
+    text = {
+        **text,
+        "vocab_size": len(tok),
+        "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0,
+                            "mrope_section": mrope_section, "mrope_interleaved": True},
+        "initializer_range": initializer_range,
+        "pad_token_id": ids[EOT],
+        "bos_token_id": None,
+        "eos_token_id": ids[EOT],
+    }  # fmt: skip
+    if sum(mrope_section) * 2 != text["head_dim"]:
+        raise ValueError("mrope_section must sum to head_dim / 2")
+    vision = {**vision, "out_hidden_size": text["hidden_size"],
+              "initializer_range": initializer_range}  # fmt: skip
+    side = int(vision["num_position_embeddings"] ** 0.5)
+    if side * side != vision["num_position_embeddings"]:
+        raise ValueError("num_position_embeddings must be a square")
+    if not all(0 <= i < vision["depth"] for i in vision["deepstack_visual_indexes"]):
+        raise ValueError("deepstack_visual_indexes must name vision blocks")
+    return Qwen3VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+        **extra,
+    )
+
+
+def pixel_budget(vision: dict[str, Any], min_tokens: int, max_tokens: int) -> dict[str, int]:
+    """The image processor's ``size``: ``min_tokens .. max_tokens`` merged tokens."""
+    tile = vision["patch_size"] * vision["spatial_merge_size"]
+    return {"shortest_edge": min_tokens * tile * tile, "longest_edge": max_tokens * tile * tile}
+
+
+def pil_image_processor(vision: dict[str, Any], min_tokens: int, max_tokens: int) -> Any:
+    """Qwen3-VL's image preprocessing in transformers' PIL backend (torchvision does not load
+    on the CPU machines), for ``vision``'s patch grid and :func:`pixel_budget`."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
+
+    return Qwen2VLImageProcessorPil(
+        patch_size=vision["patch_size"], merge_size=vision["spatial_merge_size"],
+        temporal_patch_size=vision["temporal_patch_size"],
+        size=pixel_budget(vision, min_tokens, max_tokens),
+        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+    )  # fmt: skip
+
+
+def randomize_norms(model: Any, low: float = 0.5, high: float = 1.5) -> None:
+    """Every norm weight of ``model`` drawn from U(low, high), so that no norm is an identity."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                param.uniform_(low, high)
