@@ -24,7 +24,6 @@ have them, transformers' ``Lfm2Config`` does not write them; vLLM's LFM2 reads t
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 from pathlib import Path
@@ -35,9 +34,16 @@ use_pil_image_processors()  # before transformers' LFM2-VL image processor modul
 
 import torch
 from collfm2_library import ColLFM2Reference, backbone_loading
+from colpali_checkpoint import (
+    check_same_ids,
+    check_same_weights,
+    corpus_texts,
+    log_saved,
+    save,
+)
 from colpali_encode import check_not_degenerate
 from sauerkrautlm_colpali.models.lfm2.collfm2 import ColLFM2, ColLFM2Processor
-from tiny_checkpoint import builder_arguments, training_texts
+from tiny_checkpoint import builder_arguments
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
     Lfm2Config,
@@ -59,8 +65,6 @@ IMAGE, IMAGE_START, IMAGE_END, THUMBNAIL = (
 )  # fmt: skip
 GRID = [f"<|img_row_{r}_col_{c}|>" for r in range(1, 11) for c in range(1, 11)]
 SPECIALS = [PAD, BOS, EOT, IM_START, IM_END, IMAGE, IMAGE_START, IMAGE_END, THUMBNAIL, *GRID]
-DOC_MODULES = ["argparse", "collections", "csv", "datetime", "email", "json", "logging", "os",
-               "pathlib", "re", "string", "textwrap", "unittest", "urllib.parse"]  # fmt: skip
 
 # head_dim 32 in both towers (vLLM's CPU attention takes 32 or 64). Image processor: tiles of
 # 256 px (16 x 16 patches of 16 px, 64 tokens after the 2x2 pixel unshuffle), 16..64 tokens for
@@ -136,10 +140,8 @@ def build_backbone(
 
 def main() -> None:
     args = builder_arguments(__doc__, SIZES, HERE / "corpus.json")
-    data = json.loads(args.corpus.read_text(encoding="utf-8"))
-    texts = [x["text"] for part in ("queries", "documents") for x in data[part]]
-    texts += [x.get("text", "") for x in data.get("images", [])]
-    tok = train_tokenizer(training_texts(texts, DOC_MODULES, held_out=False), args.vocab_size)
+    data, texts = corpus_texts(args.corpus)
+    tok = train_tokenizer(texts, args.vocab_size)
     LOG.info("tokenizer: %d tokens", len(tok))
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,29 +156,20 @@ def main() -> None:
         with torch.no_grad():  # a bias that is not zero, so that loading it is checked
             model.custom_text_proj.bias.uniform_(-0.1, 0.1)
         processor = ColLFM2Processor.from_pretrained(str(base))
-        model.save_pretrained(args.out)
-        processor.save_pretrained(args.out)
+        save(args.out, model, processor)
 
     reloaded = ColLFM2Reference.from_pretrained(args.out, torch.float32)
-    ours, theirs = model.state_dict(), reloaded.state_dict()
-    assert ours.keys() == theirs.keys(), set(ours) ^ set(theirs)
-    bad = [k for k, v in ours.items() if not torch.equal(v, theirs[k])]
-    assert not bad, f"weights changed on reload: {bad[:5]}"
+    check_same_weights(model.state_dict(), reloaded.state_dict())
     processor2 = ColLFM2Processor.from_pretrained(str(args.out))
     probe = data["documents"][2]["text"]
+    check_same_ids(processor, processor2, [probe], "process_texts")
     batch = processor2.process_texts([probe])
-    assert batch["input_ids"].tolist() == processor.process_texts([probe])["input_ids"].tolist()
     with torch.inference_mode():
         inner = reloaded.base_model.model(**batch, output_hidden_states=True)
         # The library projects hidden_states[-1]: the language model's output after its norm.
         assert torch.equal(inner.hidden_states[-1], inner.last_hidden_state)
         vecs = reloaded(**batch)[0]
-    mean_cos = check_not_degenerate(vecs.float().numpy(), "document d02")
-    LOG.info(
-        "saved %s (%s, seed %d): %d parameters, mean token cosine in one doc %.3f; files: %s",
-        args.out, args.size, args.seed, sum(p.numel() for p in model.parameters()), mean_cos,
-        sorted(p.name for p in args.out.iterdir()),
-    )  # fmt: skip
+    log_saved(args, model, check_not_degenerate(vecs.float().numpy(), "document d02"))
 
 
 if __name__ == "__main__":

@@ -26,8 +26,6 @@ applied (the reference differs from transformers' own post-norm output).
 from __future__ import annotations
 
 import json
-import logging
-import shutil
 from pathlib import Path
 
 from vllm_factory.core.image_processing import use_pil_image_processors
@@ -36,6 +34,13 @@ use_pil_image_processors()  # before transformers' Qwen2-VL modules load
 
 import torch
 import torch.nn.functional as F
+from colpali_checkpoint import (
+    check_same_ids,
+    check_same_weights,
+    corpus_texts,
+    log_saved,
+    save,
+)
 from colpali_encode import check_not_degenerate
 from nemotron_hf import (
     ARCHITECTURE,
@@ -46,40 +51,23 @@ from nemotron_hf import (
 )
 from qwen3_vl_tiny import (
     CHAT_TEMPLATE,
-    SPECIALS,
+    TINY,
     pil_image_processor,
     qwen3_vl_config,
     qwen_tokenizer,
     randomize_norms,
 )
-from tiny_checkpoint import builder_arguments, training_texts
+from tiny_checkpoint import builder_arguments
 from transformers import Qwen3VLForConditionalGeneration
 
-LOG = logging.getLogger("build_checkpoint")
 HERE = Path(__file__).resolve().parent
-DOC_MODULES = ["argparse", "collections", "csv", "datetime", "email", "json", "logging", "os",
-               "pathlib", "re", "string", "textwrap", "unittest", "urllib.parse"]  # fmt: skip
 # Where NVIDIA's auto_map points (hub remote code, never loaded here).
 REMOTE_MODULE = "modeling_nemotron_colembed"
 
-# Text: head_dim 32 (vLLM's CPU attention takes 32 or 64), mrope_section sums to head_dim / 2.
-# Vision: patch 16, merge 2 (a merged token is 32 x 32 pixels); 4..256 merged tokens an image.
+# The kit's tiny Qwen3-VL, with the remote processor's query / passage lengths.
 SIZES: dict[str, dict] = {
-    "tiny": {
-        "text": {"hidden_size": 64, "num_attention_heads": 2, "head_dim": 32,
-                 "num_key_value_heads": 1, "num_hidden_layers": 3, "intermediate_size": 128,
-                 "max_position_embeddings": 4096},
-        "mrope_section": [6, 5, 5],
-        "vision": {"depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
-                   "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
-                   "num_position_embeddings": 256, "deepstack_visual_indexes": [0, 1]},
-        "min_tokens": 4,
-        "max_tokens": 256,
-        # Larger than Qwen's 0.02, so that tokens and positions give clearly distinct vectors.
-        "initializer_range": 0.1,
-        "processor": {"q_max_length": 64, "p_max_length": 1024},
-    },
-}  # fmt: skip
+    "tiny": {**TINY, "processor": {"q_max_length": 64, "p_max_length": 1024}},
+}
 
 
 def nemotron_json(out: Path) -> None:
@@ -117,14 +105,8 @@ def first_token_moves(model: NemotronColEmbedHF, batch: dict) -> float:
 def main() -> None:
     args = builder_arguments(__doc__, SIZES, HERE / "corpus.json")
     size = SIZES[args.size]
-    data = json.loads(args.corpus.read_text(encoding="utf-8"))
-    texts = [x["text"] for part in ("queries", "documents") for x in data[part]]
-    texts += [x.get("text", "") for x in data.get("images", [])]
-    texts += ["Query: query: ", "passage: "]
-    tok = qwen_tokenizer(training_texts(texts, DOC_MODULES, held_out=False), args.vocab_size,
-                         chat_template=CHAT_TEMPLATE)  # fmt: skip
-    LOG.info("tokenizer: %d tokens, specials %s", len(tok),
-             {t: tok.convert_tokens_to_ids(t) for t in SPECIALS})  # fmt: skip
+    data, texts = corpus_texts(args.corpus, extra=["Query: query: ", "passage: "])
+    tok = qwen_tokenizer(texts, args.vocab_size, chat_template=CHAT_TEMPLATE)
 
     config = qwen3_vl_config(tok, size["text"], size["vision"], size["mrope_section"],
                              size["initializer_range"])  # fmt: skip
@@ -136,23 +118,15 @@ def main() -> None:
                                             size["max_tokens"]),
         tokenizer=tok, **size["processor"],
     )  # fmt: skip
-    if args.out.exists():
-        shutil.rmtree(args.out)
-    model.save_pretrained(args.out)
-    processor.save_pretrained(args.out)
+    save(args.out, model, processor)
     nemotron_json(args.out)
 
     reloaded = NemotronColEmbedHF.from_pretrained(args.out)
-    theirs, ours = reloaded.model.state_dict(), model.state_dict()
+    ours = model.state_dict()
     ours = {k: v for k, v in ours.items() if k != "model.language_model.norm.weight"}
-    assert ours.keys() == theirs.keys(), set(ours) ^ set(theirs)
-    bad = [k for k, v in ours.items() if not torch.equal(v, theirs[k])]
-    assert not bad, f"weights changed on reload: {bad[:5]}"
+    check_same_weights(ours, reloaded.model.state_dict())
     processor2 = NemotronColEmbedProcessorHF.from_pretrained(args.out)
-    for probe in (data["queries"][2]["text"], data["queries"][14]["text"]):
-        assert processor2.process_queries([probe])["input_ids"].tolist() == (
-            processor.process_queries([probe])["input_ids"].tolist()
-        ), "tokenizer changed on reload"
+    check_same_ids(processor, processor2, [data["queries"][i]["text"] for i in (2, 14)])
     batch = processor2.process_texts([data["documents"][2]["text"]])
     with torch.inference_mode():
         vecs = reloaded(**batch)[0]
@@ -164,12 +138,7 @@ def main() -> None:
     assert moved > 1e-3, f"attention looks causal: the first token moved by {moved:.2e}"
     gap = float((vecs - normed).abs().max())
     assert gap > 1e-3, f"applying the final norm changes nothing ({gap:.1e}): it tests nothing"
-    LOG.info(
-        "saved %s (%s, seed %d): %d parameters, mean token cosine in one doc %.3f, first token "
-        "moved by %.3f when a token is appended; files: %s",
-        args.out, args.size, args.seed, sum(p.numel() for p in model.parameters()), mean_cos,
-        moved, sorted(p.name for p in args.out.iterdir()),
-    )  # fmt: skip
+    log_saved(args, model, mean_cos, f"first token moved by {moved:.3f} when a token is appended")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ vllm-factory-core from this repository for its torchvision-free image processing
 images (``scripts/colpali_images.py``, drawn from the corpus' image specs) and the reference
 encoder (``scripts/colpali_encode.py``: fp32 and the library's own bf16 run). A package brings
 its ``reference/build_checkpoint.py`` (tokenizer, tiny config, the library's classes saving
-their own layout), its ``corpus.json`` (queries, documents, image specs) and a short
+their own layout; the steps builders share in ``scripts/colpali_checkpoint.py`` and, for
+Qwen3-VL backbones, ``scripts/qwen3_vl_tiny.py``), its ``corpus.json`` (queries, documents, image specs) and a short
 ``reference/<name>_reference.py``::
 
     from vllm_factory.testing.colpali.references import ColPaliReference
@@ -31,7 +32,11 @@ KIT = Path(__file__).resolve().parent
 CORE = KIT.parents[4] / "core"
 IMAGES, ENCODE = SCRIPTS / "colpali_images.py", SCRIPTS / "colpali_encode.py"
 REQUIREMENTS = KIT / "requirements-colpali.txt"
-KIT_INPUTS = [REQUIREMENTS, IMAGES, ENCODE, SCRIPTS / "tiny_checkpoint.py"]
+# The builders' shared steps: every builder's tokenizer texts and reload checks, and the tiny
+# Qwen3-VL parts of the Qwen3-VL ones.
+BUILDER_SCRIPTS = [SCRIPTS / name for name in
+                   ("tiny_checkpoint.py", "colpali_checkpoint.py", "qwen3_vl_tiny.py")]  # fmt: skip
+KIT_INPUTS = [REQUIREMENTS, IMAGES, ENCODE, *BUILDER_SCRIPTS]
 
 
 def image_processing_file() -> Path:

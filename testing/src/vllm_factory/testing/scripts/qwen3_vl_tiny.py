@@ -2,6 +2,8 @@
 reference venv, as ``import qwen3_vl_tiny`` beside a builder: ``refenv.ReferenceEnv.run`` puts
 this folder on ``PYTHONPATH``).
 
+- :data:`TINY`: the parity tests' tiny Qwen3-VL sizes (text, M-RoPE, vision, image budget,
+  initializer range), the :data:`GRID` patch grid in each size's ``vision``.
 - :func:`qwen_tokenizer`: a byte-level BPE trained on the given texts with Qwen2's normaliser
   and pre-tokeniser, as a ``Qwen2Tokenizer`` (no BOS, nothing appended) with Qwen3-VL's special
   tokens after the learned vocabulary, as in Qwen's own tokenizer; optionally with
@@ -11,23 +13,44 @@ this folder on ``PYTHONPATH``).
   generation prompt), for checkpoints whose library builds prompts with the chat template.
 - :func:`qwen3_vl_config`: a ``Qwen3VLConfig`` whose special token ids match that tokenizer.
 - :func:`pil_image_processor`: Qwen3-VL's image preprocessing (mean / std 0.5, bicubic) in
-  transformers' PIL backend, with a budget of ``min_tokens .. max_tokens`` merged tokens.
+  transformers' PIL backend, with a budget of ``min_tokens .. max_tokens`` merged tokens;
+  :func:`video_processor`: Qwen3-VL's video processor on the same grid (``Qwen3VLProcessor``
+  requires one; processing videos would need torchvision).
 - :func:`randomize_norms`: random norm weights (the default init leaves them at one).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+LOG = logging.getLogger("qwen3_vl_tiny")
 EOT = "<|endoftext|>"
 # Qwen3-VL's special tokens, in Qwen's order (their ids follow the BPE vocabulary).
 SPECIALS = [EOT, "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
             "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]  # fmt: skip
 IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 VIDEO_PLACEHOLDER = "<|vision_start|><|video_pad|><|vision_end|>"
+
+# Qwen3-VL's patch grid: patch 16, merge 2 (a merged token is 32 x 32 pixels), 2 frames a patch.
+GRID = {"patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2}
+# The parity tests' model. Text: head_dim 32 (vLLM's CPU attention takes 32 or 64),
+# mrope_section sums to head_dim / 2. Vision: 4..256 merged tokens an image. Initializer range
+# larger than Qwen's 0.02, so that tokens and positions give clearly distinct vectors.
+TINY: dict[str, Any] = {
+    "text": {"hidden_size": 64, "num_attention_heads": 2, "head_dim": 32,
+             "num_key_value_heads": 1, "num_hidden_layers": 3, "intermediate_size": 128,
+             "max_position_embeddings": 4096},
+    "mrope_section": [6, 5, 5],
+    "vision": {**GRID, "depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
+               "num_position_embeddings": 256, "deepstack_visual_indexes": [0, 1]},
+    "min_tokens": 4,
+    "max_tokens": 256,
+    "initializer_range": 0.1,
+}  # fmt: skip
 
 # Messages whose content is a string or a list of parts ({"type": "text", "text": ...},
 # {"type": "image"[, "image": ...]}, {"type": "video"}); no tools.
@@ -48,7 +71,12 @@ CHAT_TEMPLATE = (
 )
 
 
-def qwen_tokenizer(texts: list[str], vocab_size: int, chat_template: str | None = None) -> Any:
+def qwen_tokenizer(
+    texts: list[str],
+    vocab_size: int,
+    chat_template: str | None = None,
+    model_max_length: int = 32768,
+) -> Any:
     """A ``Qwen2Tokenizer`` of ``vocab_size`` tokens (BPE plus :data:`SPECIALS`) trained on
     ``texts``; ``chat_template`` set when given."""
     from transformers import Qwen2Tokenizer
@@ -71,13 +99,15 @@ def qwen_tokenizer(texts: list[str], vocab_size: int, chat_template: str | None 
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in bpe["merges"]]
     qwen = Qwen2Tokenizer(
         vocab=bpe["vocab"], merges=merges, unk_token=None, bos_token=None, eos_token=EOT,
-        pad_token=EOT, extra_special_tokens=SPECIALS[1:], model_max_length=32768,
+        pad_token=EOT, extra_special_tokens=SPECIALS[1:], model_max_length=model_max_length,
     )  # fmt: skip
     missing = [t for t in SPECIALS if qwen.convert_tokens_to_ids(t) in (None, qwen.unk_token_id)]
     if missing or len(qwen) != len(bpe["vocab"]) + len(SPECIALS):
         raise RuntimeError(f"special tokens not in the vocabulary: {missing}")
     if chat_template is not None:
         qwen.chat_template = chat_template
+    LOG.info("tokenizer: %d tokens, specials %s", len(qwen),
+             {t: qwen.convert_tokens_to_ids(t) for t in SPECIALS})  # fmt: skip
     return qwen
 
 
@@ -114,6 +144,8 @@ def qwen3_vl_config(
         raise ValueError("num_position_embeddings must be a square")
     if not all(0 <= i < vision["depth"] for i in vision["deepstack_visual_indexes"]):
         raise ValueError("deepstack_visual_indexes must name vision blocks")
+    if len(vision["deepstack_visual_indexes"]) > text["num_hidden_layers"]:
+        raise ValueError("more deepstack_visual_indexes than text layers to add them to")
     return Qwen3VLConfig(
         text_config=text,
         vision_config=vision,
@@ -126,10 +158,13 @@ def qwen3_vl_config(
     )
 
 
-def pixel_budget(vision: dict[str, Any], min_tokens: int, max_tokens: int) -> dict[str, int]:
-    """The image processor's ``size``: ``min_tokens .. max_tokens`` merged tokens."""
-    tile = vision["patch_size"] * vision["spatial_merge_size"]
-    return {"shortest_edge": min_tokens * tile * tile, "longest_edge": max_tokens * tile * tile}
+def pixel_budget(
+    vision: dict[str, Any], min_tokens: int, max_tokens: int, frames: int = 1
+) -> dict[str, int]:
+    """The image (and video) processor's ``size``: ``min_tokens .. max_tokens`` merged tokens
+    (of ``frames`` frames)."""
+    pixels = (vision["patch_size"] * vision["spatial_merge_size"]) ** 2 * frames
+    return {"shortest_edge": min_tokens * pixels, "longest_edge": max_tokens * pixels}
 
 
 def pil_image_processor(vision: dict[str, Any], min_tokens: int, max_tokens: int) -> Any:
@@ -144,6 +179,21 @@ def pil_image_processor(vision: dict[str, Any], min_tokens: int, max_tokens: int
         temporal_patch_size=vision["temporal_patch_size"],
         size=pixel_budget(vision, min_tokens, max_tokens),
         image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+    )  # fmt: skip
+
+
+def video_processor(vision: dict[str, Any], min_tokens: int, max_tokens: int) -> Any:
+    """Qwen3-VL's video processor on ``vision``'s patch grid, 2..8 frames and the budget of
+    :func:`pixel_budget` per 2 frames (``Qwen3VLProcessor`` requires one; it is saved, never
+    run: processing videos would need torchvision)."""
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    return Qwen3VLVideoProcessor(
+        patch_size=vision["patch_size"], merge_size=vision["spatial_merge_size"],
+        temporal_patch_size=vision["temporal_patch_size"],
+        size=pixel_budget(vision, min_tokens, max_tokens, frames=2),
+        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5], min_frames=2, max_frames=8,
+        max_video_tokens=max_tokens,
     )  # fmt: skip
 
 
