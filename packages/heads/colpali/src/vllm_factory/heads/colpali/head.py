@@ -65,21 +65,29 @@ def projection_file_tensors(files: CheckpointFiles, name: str) -> dict[str, torc
     return {key: value for key, value in state.items() if key in ("weight", "bias")}
 
 
-def projection_shape(files: CheckpointFiles, projection_file: str | None = None) -> ProjectionShape:
+def read_projection(
+    files: CheckpointFiles, projection_file: str | None = None
+) -> tuple[ProjectionShape, dict[str, torch.Tensor] | None]:
     """The projection's shape as the checkpoint stores it (under any prefix), or, where the
-    safetensors hold none, as ``projection_file`` (:func:`projection_file_tensors`) does."""
+    safetensors hold none, as ``projection_file`` (:func:`projection_file_tensors`) does; with
+    that file's tensors (read once, kept for ``load_weights``), else None."""
     shapes = safetensors_shapes(files)
     weight = [k for k in shapes if k.endswith(f"{PROJECTION}.weight")]
     if not weight and projection_file is not None:
         tensors = projection_file_tensors(files, projection_file)
         if tensors is not None:
             out_features, in_features = tensors["weight"].shape
-            return ProjectionShape(in_features, out_features, "bias" in tensors)
+            return ProjectionShape(in_features, out_features, "bias" in tensors), tensors
     if len(weight) != 1:
         raise ValueError(f"{files.model}: expected one {PROJECTION}.weight tensor, found {weight}")
     out_features, in_features = shapes[weight[0]]
     bias = weight[0].removesuffix("weight") + "bias" in shapes
-    return ProjectionShape(in_features, out_features, bias)
+    return ProjectionShape(in_features, out_features, bias), None
+
+
+def projection_shape(files: CheckpointFiles, projection_file: str | None = None) -> ProjectionShape:
+    """:func:`read_projection`'s shape alone."""
+    return read_projection(files, projection_file)[0]
 
 
 def is_projection_weight(name: str) -> bool:

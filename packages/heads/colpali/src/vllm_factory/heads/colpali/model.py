@@ -25,8 +25,7 @@ from vllm_factory.heads.colpali.head import (
     ColPaliHead,
     TokenNormHead,
     is_projection_weight,
-    projection_file_tensors,
-    projection_shape,
+    read_projection,
 )
 
 
@@ -42,18 +41,26 @@ class ColPaliModel:
     # A torch file of the checkpoint holding the projection, for a library that saves it apart
     # from the safetensors (read where these hold none; ``head.projection_file_tensors``).
     PROJECTION_FILE: ClassVar[str | None] = None
+    # The architecture vLLM builds the language model as, from ``text_config.architectures``:
+    # set there where the checkpoint's text config names none (Qwen3-VL's and transformers'
+    # LFM2-VL configs do not; vLLM 0.28 on the CPU platform then fails with an IndexError).
+    TEXT_ARCHITECTURE: ClassVar[str | None] = None
 
     def __init__(self, *, vllm_config: Any, prefix: str = "model") -> None:
-        super().__init__(vllm_config=vllm_config, prefix=prefix)
         model_config = vllm_config.model_config
+        text_config = model_config.hf_config.get_text_config()
+        if self.TEXT_ARCHITECTURE and not getattr(text_config, "architectures", None):
+            text_config.architectures = [self.TEXT_ARCHITECTURE]
+        super().__init__(vllm_config=vllm_config, prefix=prefix)
+        # A projection saved apart from the safetensors, read once here, loaded in load_weights.
+        self._file_projection: dict[str, torch.Tensor] | None = None
         hidden = model_config.hf_config.get_text_config().hidden_size
         if not self.PROJECTION:
             head = TokenNormHead(hidden, dtype=model_config.head_dtype)
             self.pooler = VllmPoolerAdapter(head)
         else:
             files = CheckpointFiles(model_config.model, getattr(model_config, "revision", None))
-            self.checkpoint_files = files
-            shape = projection_shape(files, self.PROJECTION_FILE)
+            shape, self._file_projection = read_projection(files, self.PROJECTION_FILE)
             if shape.in_features != hidden:
                 raise ValueError(
                     f"{model_config.model}: projection takes {shape.in_features} features, the "
@@ -81,7 +88,7 @@ class ColPaliModel:
                     yield self.checkpoint_name(name), tensor
 
         loaded = set(super().load_weights(backbone()))
-        if not head and self.PROJECTION and self.PROJECTION_FILE is not None:
-            head = projection_file_tensors(self.checkpoint_files, self.PROJECTION_FILE) or {}
+        if not head and self._file_projection is not None:
+            head, self._file_projection = self._file_projection, None
         loaded |= {f"pooler.head.{n}" for n in self.pooler.head.load_checkpoint_weights(head)}
         return loaded

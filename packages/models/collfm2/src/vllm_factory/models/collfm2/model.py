@@ -57,13 +57,9 @@ class FlatRotary(nn.Module):
 class ColLFM2(ColPaliModel, Lfm2VLForConditionalGeneration, SupportsLateInteraction):
     CHECKPOINT_PREFIXES: ClassVar[dict[str, str]] = {"base_model.": ""}
     PROJECTION_FILE: ClassVar[str | None] = "collfm2_projection.pt"
+    TEXT_ARCHITECTURE: ClassVar[str | None] = "Lfm2ForCausalLM"
 
     def __init__(self, *, vllm_config: Any, prefix: str = "model") -> None:
-        # vLLM builds the text model from ``text_config.architectures``, which transformers'
-        # LFM2-VL configs need not carry.
-        text_config = vllm_config.model_config.hf_config.text_config
-        if not getattr(text_config, "architectures", None):
-            text_config.architectures = ["Lfm2ForCausalLM"]
         super().__init__(vllm_config=vllm_config, prefix=prefix)
         if current_platform.is_cpu():
             for module in self.language_model.modules():

@@ -4,7 +4,7 @@ the shared ColPali head. colpali-engine saves the bare ``Qwen3VLModel`` (``visua
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from vllm_factory.core.image_processing import use_pil_image_processors
 
@@ -23,12 +23,4 @@ class ColQwen3(ColPaliModel, Qwen3VLForConditionalGeneration, SupportsLateIntera
         "visual.": "model.visual.",
         "language_model.": "model.language_model.",
     }
-
-    def __init__(self, *, vllm_config: Any, prefix: str = "model") -> None:
-        # vLLM 0.28 builds the text model from ``text_config`` as it is; on the CPU platform a
-        # config with no ``architectures`` (Qwen3-VL checkpoints' text_config has none) then
-        # fails (IndexError). Later versions name the architecture themselves, as done here.
-        text_config = vllm_config.model_config.hf_config.text_config
-        if not getattr(text_config, "architectures", None):
-            text_config.architectures = ["Qwen3ForCausalLM"]
-        super().__init__(vllm_config=vllm_config, prefix=prefix)
+    TEXT_ARCHITECTURE: ClassVar[str | None] = "Qwen3ForCausalLM"

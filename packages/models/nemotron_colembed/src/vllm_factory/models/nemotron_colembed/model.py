@@ -72,16 +72,11 @@ def make_bidirectional(hf_config: Any) -> None:
 )
 class NemotronColEmbed(ColPaliModel, Qwen3VLForConditionalGeneration, SupportsLateInteraction):
     PROJECTION: ClassVar[bool] = False
+    TEXT_ARCHITECTURE: ClassVar[str | None] = "Qwen3ForCausalLM"
 
     def __init__(self, *, vllm_config: Any, prefix: str = "model") -> None:
         hf_config = vllm_config.model_config.hf_config
         make_bidirectional(hf_config)
-        # vLLM 0.28 builds the text model from ``text_config`` as it is; on the CPU platform a
-        # config with no ``architectures`` (Qwen3-VL checkpoints' text_config has none) then
-        # fails (IndexError). Later versions name the architecture themselves, as done here.
-        text_config = hf_config.get_text_config()
-        if not getattr(text_config, "architectures", None):
-            text_config.architectures = ["Qwen3ForCausalLM"]
         super().__init__(vllm_config=vllm_config, prefix=prefix)
         language_model = self.language_model.model
         language_model.norm = UnappliedNorm(language_model.norm)
