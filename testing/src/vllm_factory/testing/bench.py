@@ -625,6 +625,7 @@ def run_server(
         max_model_len=max_model_len,
         enforce_eager=config.enforce_eager,
         env=config.server_env,
+        worker_in_engine=False,  # what users run
     )
     n = len(corpus.texts)
     model = str(checkpoint)

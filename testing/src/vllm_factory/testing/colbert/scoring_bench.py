@@ -138,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     query = "how does late interaction score a passage about science?"
     extra = ["--config-format", args.config_format, *args.server_arg]
     rows = []
-    with VllmServer(args.checkpoint, extra_args=extra, env=env, max_model_len=1024) as server:
+    with VllmServer(
+        args.checkpoint, extra_args=extra, env=env, max_model_len=1024, worker_in_engine=False
+    ) as server:
         for clients in map(int, args.concurrency.split(",")):
             for way in args.ways.split(","):
                 rows.append(measure(server, way, query, docs, args.requests, clients))

@@ -104,18 +104,27 @@ class ColPaliReference:
 
     def _build(self, target: Path) -> None:
         env = self.env().ensure()
-        checkpoint = self.build_checkpoint(target / "checkpoint", env=env)
-        images = target / "images"
-        env.run(IMAGES, "--corpus", self.CORPUS, "--out", images)
+        self.build_checkpoint(target / "checkpoint", env=env)
+        env.run(IMAGES, "--corpus", self.CORPUS, "--out", target / "images")
+        self.encode(target, env)
+
+    def encode(self, target: Path, env: ReferenceEnv) -> list[Path]:
+        """Encode the corpus with the reference in ``env`` (fp32 ``ref-colpali.npz`` and the
+        library's own bf16 run ``ref-colpali-bf16.npz``) from ``target``'s checkpoint and
+        images; also how a GPU host re-encodes a reference folder built elsewhere with its own
+        Python (``gpu/check.py --reencode``: image decoding differs between Pillow versions)."""
         # The package's reference/ importable too (a reference module of its own).
         path = os.pathsep.join([str(self.folder), str(SCRIPTS), os.environ.get("PYTHONPATH", "")])
+        written = []
         for dtype, name in (("float32", "ref-colpali.npz"), ("bfloat16", "ref-colpali-bf16.npz")):
             env.run(
                 ENCODE, "--model-class", self.model_class, "--processor-class",
-                self.processor_class, "--checkpoint", checkpoint, "--corpus", self.CORPUS,
-                "--images", images, "--out", target / name, "--dtype", dtype,
-                env={"PYTHONPATH": path.rstrip(os.pathsep)},
+                self.processor_class, "--checkpoint", target / "checkpoint", "--corpus",
+                self.CORPUS, "--images", target / "images", "--out", target / name,
+                "--dtype", dtype, env={"PYTHONPATH": path.rstrip(os.pathsep)},
             )  # fmt: skip
+            written.append(target / name)
+        return written
 
     def reference_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (the library's layout),

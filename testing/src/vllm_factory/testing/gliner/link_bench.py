@@ -169,7 +169,9 @@ def run_reference(checkpoint: Path, items: list[dict], args: argparse.Namespace,
 
 
 def run_served(checkpoint: Path, items: list[dict], args) -> dict:
-    with VllmServer(checkpoint, dtype=args.dtype, max_model_len=512) as server:
+    with VllmServer(
+        checkpoint, dtype=args.dtype, max_model_len=512, worker_in_engine=False
+    ) as server:
         bodies = request_bodies(server.model, items)
         url = f"{server.url}/pooling"
         start = settled_counts(server.url)
