@@ -109,10 +109,65 @@ def copy_references(folders: list[Path], dest: Path) -> None:
     logger.info("references: %s", ", ".join(f.name for f in folders))
 
 
+def repack(wheelhouse: Path, part_mib: int) -> list[Path]:
+    """Pack the wheelhouse again into ``part1..N`` of at most ``part_mib`` MiB each (the
+    checkout travels with every transfer, and transfers carry 64 MiB in all): wheels are
+    reassembled from the script's chunks, split again into ``NAME.part-NN`` chunks where too
+    big (``install.sh``, kept in the last part, joins ``NAME.part-*`` in name order)."""
+    limit = part_mib * 1024 * 1024
+    files = [f for f in wheelhouse.glob("part*/*") if f.is_file()]
+    installer = next(f for f in files if f.name == "install.sh")
+    loose = wheelhouse / "loose"
+    loose.mkdir()
+    chunks: dict[str, list[Path]] = {}
+    for f in files:
+        if f is installer:
+            continue
+        if ".whl.part-" in f.name:
+            chunks.setdefault(f.name.rsplit(".part-", 1)[0], []).append(f)
+        else:
+            f.rename(loose / f.name)
+    for name, pieces in chunks.items():
+        with open(loose / name, "wb") as whole:
+            whole.writelines(piece.read_bytes() for piece in sorted(pieces))
+    for wheel in list(loose.iterdir()):
+        if wheel.stat().st_size > limit:
+            data, chunk = wheel.read_bytes(), limit - 1024 * 1024
+            for i in range(0, len(data), chunk):
+                (loose / f"{wheel.name}.part-{i // chunk:02d}").write_bytes(data[i : i + chunk])
+            wheel.unlink()
+    kept = installer.read_bytes()
+    for old in wheelhouse.glob("part*"):
+        shutil.rmtree(old)
+    parts: list[list[Path]] = [[]]
+    size = 0
+    for f in sorted(loose.iterdir(), key=lambda f: -f.stat().st_size):
+        if parts[-1] and size + f.stat().st_size > limit:
+            parts.append([])
+            size = 0
+        parts[-1].append(f)
+        size += f.stat().st_size
+    folders = []
+    for n, members in enumerate(parts, 1):
+        folder = wheelhouse / f"part{n}"
+        folder.mkdir()
+        for f in members:
+            f.rename(folder / f.name)
+        folders.append(folder)
+    (folders[-1] / "install.sh").write_bytes(kept)
+    (folders[-1] / "install.sh").chmod(0o755)
+    loose.rmdir()
+    return folders
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--wheelhouse", action="store_true", help="also (re)build the vLLM parts")
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument(
+        "--part-mib", type=int, default=48,
+        help="wheelhouse parts of at most this size (a transfer carries the checkout too)",
+    )  # fmt: skip
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     exclude = ROOT / ".git" / "info" / "exclude"
@@ -129,6 +184,8 @@ def main() -> int:
         if (STAGE / "wheelhouse").exists():
             shutil.rmtree(STAGE / "wheelhouse")
         subprocess.run(["bash", script, str(STAGE / "wheelhouse")], check=True)
+        parts = repack(STAGE / "wheelhouse", args.part_mib)
+        logger.info("wheelhouse: %d parts of at most %d MiB", len(parts), args.part_mib)
     sizes = subprocess.run(
         ["du", "-sh", *sorted(map(str, STAGE.iterdir()))],
         check=False,
