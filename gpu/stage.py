@@ -12,7 +12,7 @@ Puts under ``<repo>/.gpu/`` (ignored by git), for ``gpu/check.py`` to use there:
   ``../shared/gpu/prepare-wheelhouse.sh`` beside this checkout), in parts small enough to
   travel one at a time; the last part holds ``install.sh``.
 
-    python gpu/stage.py [--wheelhouse] [--python PYTHON]
+    python gpu/stage.py [--wheelhouse] [--no-references] [--python PYTHON]
 
 ``--python``: the interpreter that builds the references (it needs this repository's
 ``vllm-factory-core`` and ``vllm-factory-testing`` importable; the default is the one running
@@ -168,6 +168,10 @@ def main() -> int:
         "--part-mib", type=int, default=48,
         help="wheelhouse parts of at most this size (a transfer carries the checkout too)",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-references", action="store_true",
+        help="skip the reference folders (a benchmark builds its own checkpoint on the host)",
+    )  # fmt: skip
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     exclude = ROOT / ".git" / "info" / "exclude"
@@ -176,7 +180,8 @@ def main() -> int:
         with open(exclude, "a", encoding="utf-8") as handle:
             handle.write("/.gpu/\n")
     build_wheels(STAGE / "dist")
-    copy_references(reference_folders(args.python), STAGE / "artifacts")
+    if not args.no_references:
+        copy_references(reference_folders(args.python), STAGE / "artifacts")
     if args.wheelhouse:
         script = os.environ.get("VLLM_FACTORY_WHEELHOUSE_SCRIPT") or str(
             ROOT.parent / "shared" / "gpu" / "prepare-wheelhouse.sh"

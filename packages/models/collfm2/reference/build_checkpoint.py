@@ -2,7 +2,7 @@
 
 Runs in the ColLFM2 reference venv (no hub access needed):
 
-    python build_checkpoint.py --out DIR [--seed 0] [--size tiny] [--corpus corpus.json]
+    python build_checkpoint.py --out DIR [--seed 0] [--size tiny|cpu|bench] [--corpus corpus.json]
 
 Steps: train a byte-level BPE tokenizer (LFM2-style: ``<|startoftext|>`` prepended, nothing
 appended) with LFM2-VL's special tokens (``<image>``, ``<|image_start|>``, ``<|image_end|>``,
@@ -83,6 +83,43 @@ SIZES: dict[str, dict] = {
                    "downsample_factor": 2, "image_mean": [0.5, 0.5, 0.5],
                    "image_std": [0.5, 0.5, 0.5]},
     },
+    # Benchmark sizes (random weights: one forward pass per input whatever the weights, so the
+    # work per page is that of a trained model of the same shapes). CPU: a small model with
+    # 256-px tiles (a 768 x 1024 page: 2 x 2 tiles of 64 tokens and a thumbnail).
+    "cpu": {
+        "text": {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "intermediate_size": 1152, "block_multiple_of": 64,
+                 "layer_types": ["conv", "conv", "full_attention", "conv", "full_attention",
+                                 "conv"],
+                 "max_position_embeddings": 4096},
+        "vision": {"hidden_size": 256, "num_attention_heads": 4, "num_hidden_layers": 4,
+                   "intermediate_size": 1024, "patch_size": 16, "num_patches": 256},
+        "projector_hidden_size": 512,
+        "images": {"tile_size": 256, "min_image_tokens": 16, "max_image_tokens": 64,
+                   "min_tiles": 2, "max_tiles": 4, "encoder_patch_size": 16,
+                   "downsample_factor": 2},
+        "initializer_range": 0.02,
+    },
+    # GPU: LFM2-VL-450M's shapes (SauerkrautLM-ColLFM2-450M's backbone): LFM2-350M (1024 wide,
+    # 16 layers of which 6 GQA attention, 16 heads, 8 KV heads, SwiGLU 4608 after LFM2's
+    # adjustment of 6656), a SigLIP2 base tower (768 wide, 12 layers, 12 heads, MLP 3072, patch
+    # 16), projector 2560; LFM2-VL's image processor defaults (512-px tiles of 256 tokens, 2 - 10
+    # tiles and a thumbnail, 64 - 256 tokens for an untiled image). Saved in bfloat16.
+    "bench": {
+        "text": {"hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 8,
+                 "intermediate_size": 6656, "block_multiple_of": 256,
+                 "layer_types": ["full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv"
+                                 for i in range(16)],
+                 "max_position_embeddings": 128000},
+        "vision": {"hidden_size": 768, "num_attention_heads": 12, "num_hidden_layers": 12,
+                   "intermediate_size": 3072, "patch_size": 16, "num_patches": 256},
+        "projector_hidden_size": 2560,
+        "images": {"tile_size": 512, "min_image_tokens": 64, "max_image_tokens": 256,
+                   "min_tiles": 2, "max_tiles": 10, "encoder_patch_size": 16,
+                   "downsample_factor": 2},
+        "initializer_range": 0.02,
+        "save_dtype": "bfloat16",
+    },
 }  # fmt: skip
 
 
@@ -110,13 +147,14 @@ def build_backbone(
 ) -> Lfm2VlForConditionalGeneration:
     s = SIZES[size]
     hidden = s["text"]["hidden_size"]
+    init = s.get("initializer_range", 0.1)
     text = Lfm2Config(
         **s["text"], vocab_size=len(tok), num_hidden_layers=len(s["text"]["layer_types"]),
         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id, initializer_range=0.1, conv_dim=hidden, block_dim=hidden,
+        eos_token_id=tok.eos_token_id, initializer_range=init, conv_dim=hidden, block_dim=hidden,
     )  # fmt: skip
     # LFM2-VL uses the tower's last hidden state: no attention-pooling head (as LiquidAI's).
-    vision = Siglip2VisionConfig(**s["vision"], initializer_range=0.1, vision_use_head=False)
+    vision = Siglip2VisionConfig(**s["vision"], initializer_range=init, vision_use_head=False)
     config = Lfm2VlConfig(
         text_config=text.to_dict(), vision_config=vision.to_dict(),
         image_token_id=tok.convert_tokens_to_ids(IMAGE),
@@ -155,10 +193,12 @@ def main() -> None:
         model.float()  # the library casts its projection to bfloat16
         with torch.no_grad():  # a bias that is not zero, so that loading it is checked
             model.custom_text_proj.bias.uniform_(-0.1, 0.1)
+        dtype = getattr(torch, SIZES[args.size].get("save_dtype", "float32"))
+        model.to(dtype)
         processor = ColLFM2Processor.from_pretrained(str(base))
         save(args.out, model, processor)
 
-    reloaded = ColLFM2Reference.from_pretrained(args.out, torch.float32)
+    reloaded = ColLFM2Reference.from_pretrained(args.out, dtype)
     check_same_weights(model.state_dict(), reloaded.state_dict())
     processor2 = ColLFM2Processor.from_pretrained(str(args.out))
     probe = data["documents"][2]["text"]

@@ -44,7 +44,8 @@ from colpali_checkpoint import (
 )
 from colpali_encode import check_not_degenerate, load_class
 from qwen3_vl_tiny import (
-    GRID,
+    BENCH,
+    CPU,
     TINY,
     pil_image_processor,
     qwen3_vl_config,
@@ -60,41 +61,13 @@ MODEL_CLASS, PROCESSOR_CLASS = (
     "colpali_engine.models:ColQwen3Processor",
 )
 
-# Benchmark sizes: Qwen's initializer range, a zero projection bias (what vLLM's native
-# ColQwen3Model computes), head_dim 64 or 128 (mrope_section sums to head_dim / 2).
+# The kit's sizes; the benchmark ones with a zero projection bias (what vLLM's native
+# ColQwen3Model computes).
 SIZES: dict[str, dict] = {
     "tiny": TINY,
-    # A small model for CPU benchmarks: a 768 x 1024 page becomes 234 image tokens.
-    "cpu": {
-        "text": {"hidden_size": 512, "num_attention_heads": 8, "head_dim": 64,
-                 "num_key_value_heads": 4, "num_hidden_layers": 4, "intermediate_size": 1536,
-                 "max_position_embeddings": 4096},
-        "mrope_section": [12, 10, 10],
-        "vision": {**GRID, "depth": 4, "hidden_size": 256, "num_heads": 4,
-                   "intermediate_size": 1024, "num_position_embeddings": 1024,
-                   "deepstack_visual_indexes": [1, 2]},
-        "min_tokens": 4,
-        "max_tokens": 256,
-        "initializer_range": 0.02,
-        "zero_projection_bias": True,
-    },
-    # Qwen3-VL-2B's shapes (Qwen3-VL's image budget, capped at 1280 image tokens): a
-    # 768 x 1024 page is 768 image tokens, unresized.
-    "bench": {
-        "text": {"hidden_size": 2048, "num_attention_heads": 16, "head_dim": 128,
-                 "num_key_value_heads": 8, "num_hidden_layers": 28, "intermediate_size": 6144,
-                 "max_position_embeddings": 32768},
-        "mrope_section": [24, 20, 20],
-        "vision": {**GRID, "depth": 24, "hidden_size": 1024, "num_heads": 16,
-                   "intermediate_size": 4096, "num_position_embeddings": 2304,
-                   "deepstack_visual_indexes": [5, 11, 17]},
-        "min_tokens": 64,
-        "max_tokens": 1280,
-        "initializer_range": 0.02,
-        "zero_projection_bias": True,
-        "save_dtype": "bfloat16",
-    },
-}  # fmt: skip
+    "cpu": {**CPU, "zero_projection_bias": True},
+    "bench": {**BENCH, "zero_projection_bias": True},
+}
 
 
 def main() -> None:

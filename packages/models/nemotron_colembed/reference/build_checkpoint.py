@@ -3,7 +3,7 @@
 
 Runs in the ColPali reference venv (no hub access needed):
 
-    python build_checkpoint.py --out DIR [--seed 0] [--size tiny] [--corpus corpus.json]
+    python build_checkpoint.py --out DIR [--seed 0] [--size tiny|cpu|bench] [--corpus corpus.json]
 
 Steps: a byte-level BPE tokenizer with Qwen3-VL's special tokens and chat format, trained on
 the corpus plus stdlib docstrings (the kit's ``qwen3_vl_tiny``); a tiny ``Qwen3VLConfig`` whose
@@ -16,8 +16,10 @@ processor's settings). Then the two JSON files are given what NVIDIA's carry: ``
 ``pooling`` ``colbert`` and an ``auto_map`` to remote code (not shipped: nothing here may need
 it); ``processor_config.json`` names ``Qwen3VLNemotronEmbedProcessor`` with its ``auto_map``.
 
-The tiny checkpoint's ``q_max_length`` is 64, so that the corpus' longest query is cut as the
-remote processor cuts it; ``p_max_length`` 1024. Reloaded with :mod:`nemotron_hf` and checked:
+Sizes: the kit's Qwen3-VL ``tiny`` (the parity tests' model), ``cpu`` and ``bench`` (benchmark
+models; ``bench`` has Qwen3-VL-2B's shapes and is saved in bfloat16). The tiny checkpoint's
+``q_max_length`` is 64, so that the corpus' longest query is cut as the remote processor cuts
+it; ``p_max_length`` 1024; the benchmark sizes keep the remote processor's 512 and 4096. Reloaded with :mod:`nemotron_hf` and checked:
 the same weights, the same token ids, vectors that are not degenerate, attention that is
 bidirectional (appending a token changes the first token's vector) and a final norm that is not
 applied (the reference differs from transformers' own post-norm output).
@@ -50,7 +52,9 @@ from nemotron_hf import (
     NemotronColEmbedProcessorHF,
 )
 from qwen3_vl_tiny import (
+    BENCH,
     CHAT_TEMPLATE,
+    CPU,
     TINY,
     pil_image_processor,
     qwen3_vl_config,
@@ -64,9 +68,12 @@ HERE = Path(__file__).resolve().parent
 # Where NVIDIA's auto_map points (hub remote code, never loaded here).
 REMOTE_MODULE = "modeling_nemotron_colembed"
 
-# The kit's tiny Qwen3-VL, with the remote processor's query / passage lengths.
+# The kit's Qwen3-VL sizes, with the remote processor's query / passage lengths (the
+# benchmark sizes: the remote processor's defaults).
 SIZES: dict[str, dict] = {
     "tiny": {**TINY, "processor": {"q_max_length": 64, "p_max_length": 1024}},
+    "cpu": {**CPU, "processor": {}},
+    "bench": {**BENCH, "processor": {}},
 }
 
 
@@ -113,6 +120,8 @@ def main() -> None:
     torch.manual_seed(args.seed)
     model = Qwen3VLForConditionalGeneration(config).eval()
     randomize_norms(model)
+    dtype = getattr(torch, size.get("save_dtype", "float32"))
+    model.to(dtype)
     processor = NemotronColEmbedProcessorHF(
         image_processor=pil_image_processor(size["vision"], size["min_tokens"],
                                             size["max_tokens"]),
@@ -121,7 +130,7 @@ def main() -> None:
     save(args.out, model, processor)
     nemotron_json(args.out)
 
-    reloaded = NemotronColEmbedHF.from_pretrained(args.out)
+    reloaded = NemotronColEmbedHF.from_pretrained(args.out, dtype=dtype)
     ours = model.state_dict()
     ours = {k: v for k, v in ours.items() if k != "model.language_model.norm.weight"}
     check_same_weights(ours, reloaded.model.state_dict())
@@ -134,6 +143,7 @@ def main() -> None:
         pre_norm = reloaded.model.model(**batch).last_hidden_state[0]
         normed = F.normalize(model.model.language_model.norm(pre_norm), dim=-1)
     mean_cos = check_not_degenerate(vecs.float().numpy(), "document d02")
+    vecs, normed = vecs.float(), normed.float()
     moved = first_token_moves(reloaded, batch)
     assert moved > 1e-3, f"attention looks causal: the first token moved by {moved:.2e}"
     gap = float((vecs - normed).abs().max())

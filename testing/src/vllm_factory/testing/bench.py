@@ -104,6 +104,9 @@ class ServerSpec:
     describe: Callable[[list[dict], list[dict]], dict] | None = None
     """``(bodies, answers) -> figures`` of what the server returned for the first
     ``DESCRIBED_REQUESTS`` corpus texts (e.g. GLiNER's entities per word), recorded per run."""
+    checkpoint: Path | None = None
+    """The directory this server serves, when not the bench checkpoint itself (e.g. the same
+    weights with a file vLLM's native model needs and the model's own layout lacks)."""
 
 
 class PluginSpec:
@@ -143,6 +146,11 @@ class PluginSpec:
     def reference_python(self, config: BenchConfig) -> Path:
         """Python of the reference library's venv."""
         raise NotImplementedError
+
+    def reference_environment(self) -> dict[str, str]:
+        """Environment variables the baseline script needs besides the runner's own (e.g.
+        ``PYTHONPATH`` for a reference module kept beside the package)."""
+        return {}
 
     def baseline_args(self) -> list[str]:
         """What selects and configures the library in the shared in-process baseline
@@ -575,7 +583,8 @@ def run_reference(
         args += ["--threads", str(config.ref_threads)]
     logger.info("reference baseline: %s", " ".join(args))
     started = time.monotonic()
-    subprocess.run(args, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **spec.reference_environment()}
+    subprocess.run(args, check=True, env=env)
     raw = json.loads(out_file.read_text())
     points = []
     for run in raw["runs"]:
@@ -616,6 +625,7 @@ def run_server(
     peak_flops: float | None,
     progress: Any,
 ) -> dict[str, Any]:
+    checkpoint = spec.checkpoint or checkpoint
     server = VllmServer(
         checkpoint,
         io_processor_plugin=spec.io_processor_plugin,

@@ -8,7 +8,7 @@ and activations are left out: MFU is about the matmul units.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -48,6 +48,53 @@ def t5_encoder(config: Mapping[str, Any], tokens: int) -> float:
     d_ff, layers = int(config["d_ff"]), int(config["num_layers"])
     mlp = (3 if "gated" in str(config.get("feed_forward_proj", "")) else 2) * 2 * h * d_ff
     return float(layers * tokens * (8 * h * inner + mlp + 4 * inner * tokens))
+
+
+def lfm2_shape(config: Mapping[str, Any]) -> dict[str, int]:
+    """An LFM2 text config (``Lfm2Config`` / LiquidAI's keys) as the widths that cost FLOPs:
+    hidden, the SwiGLU width (after LFM2's automatic adjustment, as its MLP builds it), the
+    key / value width, the attention and convolution layer counts, the convolution length."""
+    kinds = config["layer_types"]
+    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    inter = int(config["intermediate_size"])
+    if config.get("block_auto_adjust_ff_dim", True):
+        inter = int(float(config.get("block_ffn_dim_multiplier") or 1.0) * int(2 * inter / 3))
+        step = int(config.get("block_multiple_of", 256))
+        inter = step * ((inter + step - 1) // step)
+    return {
+        "hidden": hidden,
+        "intermediate": inter,
+        "kv": int(config["num_key_value_heads"]) * hidden // heads,
+        "attention_layers": sum(1 for k in kinds if k == "full_attention"),
+        "conv_layers": sum(1 for k in kinds if k != "full_attention"),
+        "width": int(config.get("conv_L_cache", 3)),
+    }
+
+
+def lfm2_flops(shape: dict[str, int], tokens: int, causal: bool = True) -> float:
+    """An LFM2 language model over ``tokens`` tokens (``shape`` from :func:`lfm2_shape`): per
+    token, every layer's SwiGLU ``6hi``; attention layers ``4h^2 + 4h*kv`` (q, out, k, v) plus
+    scores and weighted sum over the context (``4h (n + 1) / 2`` on average when causal,
+    ``4hn`` otherwise); convolution layers ``8h^2`` (in 3h, out h) plus the depthwise
+    convolution ``2h * width``."""
+    h, i, kv = shape["hidden"], shape["intermediate"], shape["kv"]
+    layers = shape["attention_layers"] + shape["conv_layers"]
+    context = (tokens + 1) / 2 if causal else tokens
+    per_token = layers * 6 * h * i
+    per_token += shape["attention_layers"] * (4 * h * h + 4 * h * kv + 4 * h * context)
+    per_token += shape["conv_layers"] * (8 * h * h + 2 * h * shape["width"])
+    return float(tokens * per_token)
+
+
+def siglip2_flops(vision: Mapping[str, Any], tiles: Sequence[int]) -> float:
+    """A SigLIP2 tower (``Siglip2VisionConfig`` keys) over images of ``tiles`` patches each:
+    per tile of p patches of width v (MLP i, L layers, patch s), the patch embedding
+    ``2 p (3 s^2) v``, per layer QKV + output ``8 p v^2``, MLP ``4 p v i`` and attention over
+    the tile ``4 p^2 v``."""
+    v, i = int(vision["hidden_size"]), int(vision["intermediate_size"])
+    layers, pixels = int(vision["num_hidden_layers"]), 3 * int(vision["patch_size"]) ** 2
+    return float(sum(2 * p * pixels * v + layers * (8 * p * v * v + 4 * p * v * i + 4 * p * p * v)
+                     for p in tiles))  # fmt: skip
 
 
 ENCODERS = {"modernbert": modernbert, "deberta-v2": deberta_v2, "mt5": t5_encoder,

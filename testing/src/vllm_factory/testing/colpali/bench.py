@@ -58,7 +58,7 @@ from vllm_factory.testing.bench import (
     word_pool,
 )
 from vllm_factory.testing.colbert.bench import check_native  # vLLM's token_embed answer
-from vllm_factory.testing.colpali.references import KIT_INPUTS, ColPaliReference, colpali_env
+from vllm_factory.testing.colpali.references import KIT_INPUTS, ColPaliReference
 from vllm_factory.testing.refenv import GivenPython, cached_artifact
 
 logger = logging.getLogger(__name__)
@@ -283,9 +283,10 @@ def model_config(checkpoint: Path) -> dict[str, Any]:
 
 
 @cache
-def projection_dim(checkpoint: Path) -> int:
+def projection_dim(checkpoint: Path) -> int | None:
     """Output width of the checkpoint's projection (``custom_text_proj.weight`` rows), read
-    from the safetensors header."""
+    from the safetensors header; None for a model without one (its vectors are hidden
+    states)."""
     for path in sorted(checkpoint.glob("*.safetensors")):
         with open(path, "rb") as handle:
             (length,) = struct.unpack("<Q", handle.read(8))
@@ -293,7 +294,12 @@ def projection_dim(checkpoint: Path) -> int:
         for name, entry in header.items():
             if name.endswith("custom_text_proj.weight"):
                 return int(entry["shape"][0])
-    raise ValueError(f"{checkpoint}: no custom_text_proj.weight")
+    return None
+
+
+def vector_dim(checkpoint: Path) -> int:
+    """Width of the token vectors: the projection's, else the language model's hidden size."""
+    return projection_dim(checkpoint) or int(model_config(checkpoint)["text_config"]["hidden_size"])
 
 
 # -- requests -----------------------------------------------------------------------------------
@@ -306,10 +312,14 @@ def native_chat_template(image_prompt: str, placeholder: str) -> str:
     before, found, after = image_prompt.partition(placeholder)
     if not found or "{" in image_prompt:
         raise ValueError(f"image prompt {image_prompt!r} must hold {placeholder!r} and no braces")
-    # No whitespace control ("{%-"): it would also strip the prompt's own newlines.
+    # No whitespace control ("{%-"): it would also strip the prompt's own newlines. Jinja drops
+    # a template's final newline (transformers renders chat templates so), so the prompt's
+    # trailing newlines are written by an expression.
     image = "{% if part.type in ('image', 'image_url') %}" + placeholder + "{% endif %}"
     loop = "{% for part in messages[0].content %}" + image + "{% endfor %}"
-    return before + loop + after
+    text = after.rstrip("\n")
+    newlines = len(after) - len(text)
+    return before + loop + text + ("{{ '" + "\\n" * newlines + "' }}" if newlines else "")
 
 
 def plugin_page_body(model: str, path: str, encoding: str) -> dict:
@@ -333,9 +343,9 @@ def native_page_body(model: str, path: str, encoding: str) -> dict:
             "encoding_format": encoding}  # fmt: skip
 
 
-def native_query_body(suffix: str) -> Callable[[str, str, str], dict]:
+def native_query_body(suffix: str, prefix: str = "") -> Callable[[str, str, str], dict]:
     def body(model: str, text: str, encoding: str) -> dict:
-        return {"model": model, "input": text + suffix, "task": "token_embed",
+        return {"model": model, "input": prefix + text + suffix, "task": "token_embed",
                 "encoding_format": encoding}  # fmt: skip
 
     return body
@@ -461,10 +471,16 @@ class ColPaliBenchSpec(PluginSpec):
 
     ``image_prompt``, ``query_prefix``, ``query_suffix``: the reference processor's prompts (as
     the package's IOProcessor states them); ``image_placeholder``: the model's image placeholder
-    text inside ``image_prompt``; ``native_architecture``: vLLM's own model for the checkpoint;
-    ``flops``: ``(config, dim, tokens, image_tokens) -> {"total", ...}``."""
+    text inside ``image_prompt``; ``native_architecture``: vLLM's own model for the checkpoint,
+    ``native_matches``: whether it computes the reference's vectors (False: it is timed on the
+    same inputs, and its distance from the plugin's vectors is recorded, not expected small);
+    ``flops``: ``(config, dim, tokens, image_tokens) -> {"total", ...}``;
+    ``reference_library``: the reference's name in reports, ``reference_dists``: distributions
+    of the reference venv whose versions the report records besides colpali-engine's, torch's
+    and transformers'. A package whose processor is not
+    Qwen2-VL-style (its image tokens, its image budget) overrides :meth:`image_tokens_of` and
+    :meth:`longest_image_tokens`."""
 
-    reference_library = "colpali-engine"
     workloads = WORKLOADS
 
     def __init__(
@@ -476,7 +492,10 @@ class ColPaliBenchSpec(PluginSpec):
         query_suffix: str = "",
         query_prefix: str = "",
         native_architecture: str | None = None,
+        native_matches: bool = True,
         flops: Callable[[dict, int, int, int], dict[str, float]] | None = None,
+        reference_library: str = "colpali-engine",
+        reference_dists: Sequence[str] = (),
     ) -> None:
         self.package = Path(spec_file).resolve().parents[1]
         self.name = self.package.name
@@ -485,7 +504,9 @@ class ColPaliBenchSpec(PluginSpec):
         self.io_processor, self.architecture = module.IO_PROCESSOR, module.ARCHITECTURE
         self.image_prompt, self.image_placeholder = image_prompt, image_placeholder
         self.query_prefix, self.query_suffix = query_prefix, query_suffix
-        self.native_architecture, self.flops = native_architecture, flops
+        self.native_architecture, self.native_matches = native_architecture, native_matches
+        self.flops, self.reference_library = flops, reference_library
+        self.reference_dists = list(reference_dists)
         self.workload = WORKLOADS[0]
         self.corpus_tokens: list[int] = []
         self.plugin_seen: list[Any] = []
@@ -508,7 +529,8 @@ class ColPaliBenchSpec(PluginSpec):
         def build(target: Path) -> None:
             self.reference.build_checkpoint(target / "checkpoint", size=size, seed=SEED, env=env)
 
-        inputs = [self.reference.builder, self.reference.CORPUS, *KIT_INPUTS]
+        inputs = [self.reference.builder, self.reference.CORPUS, *KIT_INPUTS,
+                  *self.reference.inputs]  # fmt: skip
         name = f"checkpoint-{size}-seed{SEED}"
         return cached_artifact(name, inputs, build, root=self.bench_root()) / "checkpoint"
 
@@ -516,17 +538,34 @@ class ColPaliBenchSpec(PluginSpec):
     def _tokenizer(self, checkpoint: Path) -> Any:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(str(checkpoint))
+        # Never the checkpoint's remote code (a config may name some: Nemotron's auto_map).
+        return AutoTokenizer.from_pretrained(str(checkpoint), trust_remote_code=False)
+
+    def vector_dim(self, checkpoint: Path) -> int:
+        """Width of the served vectors (:func:`vector_dim`; a package whose projection is saved
+        elsewhere overrides it)."""
+        return vector_dim(checkpoint)
 
     def prompt_tokens(self, checkpoint: Path) -> int:
         """Tokens of the image prompt besides the image's own (its one placeholder token
         becomes the image tokens)."""
-        return len(self._tokenizer(checkpoint)(self.image_prompt)["input_ids"]) - 1
+        ids = self._tokenizer(checkpoint)(self.image_prompt, add_special_tokens=False)
+        return len(ids["input_ids"]) - 1
+
+    def image_tokens_of(self, checkpoint: Path, width: int, height: int) -> int:
+        """Tokens that a ``width`` x ``height`` image becomes (Qwen2-VL-style processors)."""
+        return image_tokens(width, height, image_processor_config(checkpoint))
+
+    def longest_image_tokens(self, checkpoint: Path) -> int:
+        """The most tokens one image can become (Qwen2-VL-style processors: the pixel budget
+        over a merged token's pixels)."""
+        processor = image_processor_config(checkpoint)
+        tile = int(processor["patch_size"]) * int(processor["merge_size"])
+        return pixel_budget(processor)[1] // (tile * tile)
 
     def page_tokens(self, checkpoint: Path, size: Sequence[int]) -> int:
         """Model input tokens of a page of ``size`` (width, height): prompt and image tokens."""
-        processor = image_processor_config(checkpoint)
-        return self.prompt_tokens(checkpoint) + image_tokens(size[0], size[1], processor)
+        return self.prompt_tokens(checkpoint) + self.image_tokens_of(checkpoint, *size)
 
     def token_counter(self, checkpoint: Path) -> Callable[[str], int]:
         tokenizer = self._tokenizer(checkpoint)
@@ -538,10 +577,7 @@ class ColPaliBenchSpec(PluginSpec):
         return count
 
     def max_model_len(self, checkpoint: Path, max_tokens: int) -> int:
-        _, high = pixel_budget(image_processor_config(checkpoint))
-        processor = image_processor_config(checkpoint)
-        tile = int(processor["patch_size"]) * int(processor["merge_size"])
-        longest = self.prompt_tokens(checkpoint) + high // (tile * tile)
+        longest = self.prompt_tokens(checkpoint) + self.longest_image_tokens(checkpoint)
         return -(-max(longest, max_tokens + 64) // 256) * 256
 
     def corpus(self, config: BenchConfig, checkpoint: Path) -> Corpus:
@@ -549,15 +585,15 @@ class ColPaliBenchSpec(PluginSpec):
         self._prompt = self.prompt_tokens(checkpoint)
         pool = word_pool(self.word_texts())
         if self.workload == "queries":
-            # Lengths of the query text itself (8 - 32 tokens), then the augmentation's tokens.
+            # Lengths of the query text itself (8 - 32 tokens); counted with its prompt.
             tokenizer = self._tokenizer(checkpoint)
-            suffix = len(tokenizer(self.query_suffix)["input_ids"])
 
             def count(text: str) -> int:
-                return len(tokenizer(self.query_prefix + text)["input_ids"])
+                return len(tokenizer(text)["input_ids"])
 
             corpus = build_corpus(QUERY_LENGTHS, config.corpus_size, config.seed, pool, count)
-            corpus.tokens = [n + suffix for n in corpus.tokens]
+            frame = self.token_counter(checkpoint)  # the whole prompt, as the server sees it
+            corpus.tokens = [frame(text) for text in corpus.texts]
             corpus.buckets = ["query"] * len(corpus.texts)
         else:
             paths = self.pages(config.corpus_size, config.seed, pool)
@@ -584,7 +620,10 @@ class ColPaliBenchSpec(PluginSpec):
     def reference_python(self, config: BenchConfig) -> Path:
         if config.ref_python:
             return Path(config.ref_python)
-        return colpali_env().ensure().python
+        return self.reference.env().ensure().python
+
+    def reference_environment(self) -> dict[str, str]:
+        return {"PYTHONPATH": self.reference.pythonpath()}
 
     def baseline_args(self) -> list[str]:
         inputs = "queries" if self.workload == "queries" else "images"
@@ -592,6 +631,7 @@ class ColPaliBenchSpec(PluginSpec):
             "--library", "colpali-engine", "--inputs", inputs,
             "--model-class", self.reference.model_class,
             "--processor-class", self.reference.processor_class,
+            *(["--versions-of", ",".join(self.reference_dists)] if self.reference_dists else []),
         ]  # fmt: skip
 
     # -- servers -----------------------------------------------------------------------------
@@ -607,7 +647,7 @@ class ColPaliBenchSpec(PluginSpec):
     def servers(self, checkpoint: Path) -> list[ServerSpec]:
         pages = self.workload != "queries"
         extra = SERVER_ARGS if pages else ()
-        dim = projection_dim(checkpoint)
+        dim, projection = self.vector_dim(checkpoint), projection_dim(checkpoint)
         out = [
             ServerSpec(
                 name="plugin",
@@ -622,13 +662,16 @@ class ColPaliBenchSpec(PluginSpec):
         ]
         if self.native_architecture:
             template = ("--chat-template", str(self.native_template()), *NATIVE_ARGS)
+            query_body = native_query_body(self.query_suffix, self.query_prefix)
+            label = f"vLLM native {self.native_architecture}"
             out.append(
                 ServerSpec(
                     name="native",
-                    label=f"vLLM native {self.native_architecture}",
+                    label=label if self.native_matches else f"{label} (other vectors)",
                     io_processor_plugin=None,
-                    hf_overrides={"dim": dim},
-                    make_body=native_page_body if pages else native_query_body(self.query_suffix),
+                    # vLLM builds a projection only with ``dim`` set (see the module docstring).
+                    hf_overrides={"dim": projection} if projection else None,
+                    make_body=native_page_body if pages else query_body,
                     check=check_native,
                     extra_args=(*(template if pages else ()), *extra),
                     describe=functools.partial(self.describe_native, dim=dim),
@@ -662,7 +705,8 @@ class ColPaliBenchSpec(PluginSpec):
         figures = self._token_figures([len(v) for v in vectors])
         if self.plugin_seen:
             figures.update(compare(vectors, self.plugin_seen))
-            if not figures["matches_plugin"]:
+            figures["expected_to_match"] = self.native_matches
+            if self.native_matches and not figures["matches_plugin"]:
                 logger.warning("native's vectors differ from the plugin's: %s", figures)
         return figures
 
@@ -674,30 +718,46 @@ class ColPaliBenchSpec(PluginSpec):
         images = 0
         if self.workload != "queries":
             images = tokens - self.prompt_tokens(checkpoint)
-        return self.flops(model_config(checkpoint), projection_dim(checkpoint), tokens, images)[
+        return self.flops(model_config(checkpoint), self.vector_dim(checkpoint), tokens, images)[
             "total"
         ]
 
-    def checkpoint_notes(self, checkpoint: Path) -> dict[str, Any]:
-        """Shapes, the image budget and the FLOPs of the corpus' mean request."""
+    def shape_notes(self, checkpoint: Path) -> dict[str, Any]:
+        """The towers' shapes and the image budget (Qwen3-VL's keys)."""
         config, processor = model_config(checkpoint), image_processor_config(checkpoint)
-        notes: dict[str, Any] = {
-            "workload": self.workload,
+        return {
             "text_config": {k: config["text_config"].get(k) for k in (
                 "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "head_dim", "intermediate_size")},
             "vision_config": {k: config["vision_config"].get(k) for k in (
                 "depth", "hidden_size", "num_heads", "intermediate_size", "patch_size",
                 "spatial_merge_size", "deepstack_visual_indexes")},
-            "projection_dim": projection_dim(checkpoint),
             "image_pixels_min_max": list(pixel_budget(processor)),
+        }  # fmt: skip
+
+    def checkpoint_notes(self, checkpoint: Path) -> dict[str, Any]:
+        """Shapes, the image budget and the FLOPs per request (mean over the corpus)."""
+        notes: dict[str, Any] = {
+            "workload": self.workload,
+            **self.shape_notes(checkpoint),
+            "projection_dim": projection_dim(checkpoint),
+            "vector_dim": self.vector_dim(checkpoint),
             "image_prompt_tokens_besides_image": self.prompt_tokens(checkpoint),
             "weights": "random (timings only: ColPali runs one forward pass per input, whatever "
                        "the weights)",
         }  # fmt: skip
         if self.flops is not None and self.corpus_tokens:
-            mean = round(sum(self.corpus_tokens) / len(self.corpus_tokens))
-            images = mean - self.prompt_tokens(checkpoint) if self.workload != "queries" else 0
-            parts = self.flops(config, projection_dim(checkpoint), mean, images)
-            notes["gflops_of_mean_request"] = {k: round(v / 1e9, 2) for k, v in parts.items()}
+            config, dim, prompt = (
+                model_config(checkpoint),
+                self.vector_dim(checkpoint),
+                self._prompt,
+            )
+            totals: dict[str, float] = {}
+            for tokens in self.corpus_tokens:
+                images = tokens - (prompt or 0) if self.workload != "queries" else 0
+                for key, value in self.flops(config, dim, tokens, images).items():
+                    totals[key] = totals.get(key, 0.0) + value
+            count = len(self.corpus_tokens)
+            notes["gflops_per_request_mean"] = {k: round(v / count / 1e9, 2)
+                                                for k, v in totals.items()}  # fmt: skip
         return notes

@@ -113,18 +113,23 @@ class ColPaliReference:
         library's own bf16 run ``ref-colpali-bf16.npz``) from ``target``'s checkpoint and
         images; also how a GPU host re-encodes a reference folder built elsewhere with its own
         Python (``gpu/check.py --reencode``: image decoding differs between Pillow versions)."""
-        # The package's reference/ importable too (a reference module of its own).
-        path = os.pathsep.join([str(self.folder), str(SCRIPTS), os.environ.get("PYTHONPATH", "")])
+        path = self.pythonpath()
         written = []
         for dtype, name in (("float32", "ref-colpali.npz"), ("bfloat16", "ref-colpali-bf16.npz")):
             env.run(
                 ENCODE, "--model-class", self.model_class, "--processor-class",
                 self.processor_class, "--checkpoint", target / "checkpoint", "--corpus",
                 self.CORPUS, "--images", target / "images", "--out", target / name,
-                "--dtype", dtype, env={"PYTHONPATH": path.rstrip(os.pathsep)},
+                "--dtype", dtype, env={"PYTHONPATH": path},
             )  # fmt: skip
             written.append(target / name)
         return written
+
+    def pythonpath(self) -> str:
+        """``PYTHONPATH`` for running the library's classes: the package's ``reference/`` (a
+        reference module of its own) and the kit's scripts before the caller's own path."""
+        parts = [str(self.folder), str(SCRIPTS), os.environ.get("PYTHONPATH", "")]
+        return os.pathsep.join(parts).rstrip(os.pathsep)
 
     def reference_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (the library's layout),

@@ -124,7 +124,10 @@ def load_colpali_engine(args: argparse.Namespace) -> tuple[Encode, dict[str, Any
         "inputs": args.inputs,
         "model_class": args.model_class,
         "processor_class": args.processor_class,
-        "attn_implementation": getattr(model.config, "_attn_implementation", None),
+        # A wrapper module (a reference kept beside the package) may hold the config deeper.
+        "attn_implementation": getattr(
+            getattr(model, "config", None), "_attn_implementation", None
+        ),
         "image_processor_size": dict(getattr(processor.image_processor, "size", {}) or {}),
     }
 
@@ -189,6 +192,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch-sizes", default="1,8,32")
     ap.add_argument("--min-batches", type=int, default=2)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument(
+        "--versions-of",
+        default="",
+        help="comma-separated distributions whose versions the result records too",
+    )
     ap.add_argument("--labels", default="", help="gliner: comma-separated entity labels")
     ap.add_argument("--threshold", type=float, default=0.5, help="gliner(2): score threshold")
     ap.add_argument("--schema", default="{}", help="gliner2: the schema, Schema.from_dict JSON")
@@ -209,7 +217,15 @@ def main(argv: list[str] | None = None) -> None:
     encode, settings = LIBRARIES[args.library](args)
     runs = time_batches(encode, texts, args)
     result = {
-        "versions": {name: version(name) for name in (args.library, "torch", "transformers")},
+        "versions": {
+            name: version(name)
+            for name in (
+                args.library,
+                "torch",
+                "transformers",
+                *filter(None, args.versions_of.split(",")),
+            )
+        },
         "settings": {
             "device": args.device,
             "dtype": args.dtype,

@@ -3,7 +3,8 @@ reference venv, as ``import qwen3_vl_tiny`` beside a builder: ``refenv.Reference
 this folder on ``PYTHONPATH``).
 
 - :data:`TINY`: the parity tests' tiny Qwen3-VL sizes (text, M-RoPE, vision, image budget,
-  initializer range), the :data:`GRID` patch grid in each size's ``vision``.
+  initializer range), the :data:`GRID` patch grid in each size's ``vision``; :data:`CPU` and
+  :data:`BENCH`: the benchmark sizes (a small CPU model; Qwen3-VL-2B's shapes for GPUs).
 - :func:`qwen_tokenizer`: a byte-level BPE trained on the given texts with Qwen2's normaliser
   and pre-tokeniser, as a ``Qwen2Tokenizer`` (no BOS, nothing appended) with Qwen3-VL's special
   tokens after the learned vocabulary, as in Qwen's own tokenizer; optionally with
@@ -50,6 +51,39 @@ TINY: dict[str, Any] = {
     "min_tokens": 4,
     "max_tokens": 256,
     "initializer_range": 0.1,
+}  # fmt: skip
+
+# Benchmark sizes (random weights: a ColPali model runs one forward pass per input whatever its
+# weights, so the work per input is that of a trained model of the same shapes). Qwen's
+# initializer range; head_dim 64 or 128 (mrope_section sums to head_dim / 2).
+# CPU: a small model a 2-core CPU serves in well under a second per page (a 768 x 1024 page
+# becomes 234 image tokens).
+CPU: dict[str, Any] = {
+    "text": {"hidden_size": 512, "num_attention_heads": 8, "head_dim": 64,
+             "num_key_value_heads": 4, "num_hidden_layers": 4, "intermediate_size": 1536,
+             "max_position_embeddings": 4096},
+    "mrope_section": [12, 10, 10],
+    "vision": {**GRID, "depth": 4, "hidden_size": 256, "num_heads": 4,
+               "intermediate_size": 1024, "num_position_embeddings": 1024,
+               "deepstack_visual_indexes": [1, 2]},
+    "min_tokens": 4,
+    "max_tokens": 256,
+    "initializer_range": 0.02,
+}  # fmt: skip
+# GPU: Qwen3-VL-2B's shapes (Qwen3-VL's image budget, capped at 1280 image tokens: a 768 x 1024
+# page is 768 image tokens, unresized), saved in bfloat16.
+BENCH: dict[str, Any] = {
+    "text": {"hidden_size": 2048, "num_attention_heads": 16, "head_dim": 128,
+             "num_key_value_heads": 8, "num_hidden_layers": 28, "intermediate_size": 6144,
+             "max_position_embeddings": 32768},
+    "mrope_section": [24, 20, 20],
+    "vision": {**GRID, "depth": 24, "hidden_size": 1024, "num_heads": 16,
+               "intermediate_size": 4096, "num_position_embeddings": 2304,
+               "deepstack_visual_indexes": [5, 11, 17]},
+    "min_tokens": 64,
+    "max_tokens": 1280,
+    "initializer_range": 0.02,
+    "save_dtype": "bfloat16",
 }  # fmt: skip
 
 # Messages whose content is a string or a list of parts ({"type": "text", "text": ...},
