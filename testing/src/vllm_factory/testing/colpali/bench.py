@@ -26,9 +26,10 @@
 - What each server returned for the first requests goes into the report: tokens and image
   tokens per request, whether the plugin's counts equal the corpus', and native's largest
   difference from the plugin's vectors (``matches_plugin``).
-- Reference: colpali-engine in process (the shared baseline, ``--library colpali-engine``):
-  ``process_images`` (pages opened from their PNG files) or ``process_queries``, then the
-  model, at batch size 1 and the batch-size sweep.
+- Reference: the package's reference in process, in its own venv (the shared baseline,
+  ``--library colpali-engine`` with the reference's model and processor classes, which may
+  live in the package's ``reference/``): ``process_images`` (pages opened from their PNG
+  files) or ``process_queries``, then the model, at batch size 1 and the batch-size sweep.
 """
 
 from __future__ import annotations
@@ -477,9 +478,8 @@ class ColPaliBenchSpec(PluginSpec):
     ``flops``: ``(config, dim, tokens, image_tokens) -> {"total", ...}``;
     ``reference_library``: the reference's name in reports, ``reference_dists``: distributions
     of the reference venv whose versions the report records besides colpali-engine's, torch's
-    and transformers'. A package whose processor is not
-    Qwen2-VL-style (its image tokens, its image budget) overrides :meth:`image_tokens_of` and
-    :meth:`longest_image_tokens`."""
+    and transformers'. A package whose processor is not Qwen2-VL-style (its image tokens, its
+    image budget) overrides :meth:`image_tokens_of` and :meth:`longest_image_tokens`."""
 
     workloads = WORKLOADS
 
