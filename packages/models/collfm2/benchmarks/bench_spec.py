@@ -89,7 +89,6 @@ class ColLFM2BenchSpec(ColPaliBenchSpec):
     def __init__(self, spec_file: str, **kwargs: Any) -> None:
         super().__init__(spec_file, flops=self.request_flops, **kwargs)
         self.tiles: dict[int, tuple[int, ...]] = {}  # image tokens -> tiles, per page size seen
-        self.checkpoint_path: Path | None = None
 
     def vector_dim(self, checkpoint: Path) -> int:
         """The projection's width, from ``collfm2_projection.pt`` (where the library saves it)."""
@@ -100,7 +99,7 @@ class ColLFM2BenchSpec(ColPaliBenchSpec):
 
     def image_tokens_of(self, checkpoint: Path, width: int, height: int) -> int:
         tokens, tiles = image_layout(checkpoint, width, height)
-        self.tiles[tokens], self.checkpoint_path = tiles, checkpoint
+        self.tiles[tokens] = tiles
         return tokens
 
     def longest_image_tokens(self, checkpoint: Path) -> int:

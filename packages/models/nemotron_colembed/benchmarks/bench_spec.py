@@ -27,6 +27,7 @@ and processor settings, as the plugin builds them, and no projection.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from vllm_factory.models.nemotron_colembed.prompts import SENTINEL, ChatFrame, ProcessorSettings
@@ -37,8 +38,6 @@ IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
 def processor_settings(checkpoint: Path) -> ProcessorSettings:
-    import json
-
     path = checkpoint / "processor_config.json"
     return ProcessorSettings.from_saved(json.loads(path.read_text(encoding="utf-8")))
 
