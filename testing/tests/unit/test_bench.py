@@ -104,6 +104,13 @@ def test_machine_name() -> None:
     )
 
 
+def test_gpus_of_a_server() -> None:
+    assert bench.gpus_of(["serve", "m", "--dtype", "bfloat16"]) == 1
+    assert bench.gpus_of(["--data-parallel-size=2", "--api-server-count=8"]) == 2
+    assert bench.gpus_of(["-dp", "2", "--tensor-parallel-size", "2"]) == 4
+    assert bench.gpus_of(["--data-parallel-size", "4", "--data-parallel-size=2"]) == 2
+
+
 # -- report -----------------------------------------------------------------------------------
 
 
@@ -195,6 +202,15 @@ def test_markdown_and_files(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert all(p.stat().st_size > 0 for p in paths)
     assert json.loads((tmp_path / "demo-quick.json").read_text())["plugin"] == "demo"
+
+
+def test_markdown_says_mfu_is_per_gpu_for_servers_on_several() -> None:
+    report = _report()
+    report["matmul"] = {"n": 8192, "dtype": "bfloat16", "flops_per_s": 7.8e14}
+    assert "per GPU" not in bench_report.markdown(report)
+    report["servers"]["plugin"]["gpus"] = 2
+    assert "MFU is per GPU" in bench_report.markdown(report)
+    assert "plugin: 2" in bench_report.markdown(report)
 
 
 def test_written_reports_name_no_folder_of_the_machine(tmp_path: Path) -> None:

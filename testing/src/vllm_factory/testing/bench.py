@@ -48,6 +48,7 @@ from typing import Any
 
 import httpx
 from packaging.requirements import Requirement
+from vllm_factory.testing import bench_report
 from vllm_factory.testing.loadgen import Point, Workload, closed_loop, open_loop, summarize
 from vllm_factory.testing.refenv import SCRIPTS
 from vllm_factory.testing.scripts.tiny_checkpoint import extra_text
@@ -615,6 +616,32 @@ def _server_notes(server: VllmServer) -> list[str]:
     return [line.strip()[:300] for line in lines if pattern.search(line)][:20]
 
 
+# Server flags that spread one server over several GPUs (long and short spellings).
+PARALLEL_FLAGS = {
+    "--data-parallel-size": "dp", "-dp": "dp", "--tensor-parallel-size": "tp", "-tp": "tp",
+    "--pipeline-parallel-size": "pp", "-pp": "pp",
+}  # fmt: skip
+
+
+def inherited_env() -> dict[str, str]:
+    """The :data:`~vllm_factory.testing.bench_report.INHERITED_ENV` variables set for this run,
+    for its report."""
+    return {key: os.environ[key] for key in bench_report.INHERITED_ENV if key in os.environ}
+
+
+def gpus_of(args: list[str]) -> int:
+    """GPUs one server uses: the product of its data, tensor and pipeline parallel sizes
+    (``--flag N`` or ``--flag=N``; the last one given wins, as in vLLM's parser)."""
+    sizes = {"dp": 1, "tp": 1, "pp": 1}
+    for i, arg in enumerate(args):
+        flag, _, value = arg.partition("=")
+        if flag in PARALLEL_FLAGS:
+            if not value and i + 1 < len(args):
+                value = args[i + 1]
+            sizes[PARALLEL_FLAGS[flag]] = int(value)
+    return sizes["dp"] * sizes["tp"] * sizes["pp"]
+
+
 def run_server(
     spec: ServerSpec,
     config: BenchConfig,
@@ -639,6 +666,8 @@ def run_server(
     )
     n = len(corpus.texts)
     model = str(checkpoint)
+    # MFU per GPU: a server over several GPUs is measured against all of them.
+    gpus = gpus_of(server.args) if config.device == "cuda" else 1
 
     def make_body(i: int) -> dict:
         return spec.make_body(model, corpus.texts[i % n], config.encoding)
@@ -661,11 +690,13 @@ def run_server(
             indices = range(first, first + point.count + point.errors)
             mean = sum(flops[i % n] for i in indices) / len(indices)
             entry["model_flops_per_s"] = mean * point.req_per_s
-            entry["mfu"] = entry["model_flops_per_s"] / peak_flops
+            entry["mfu"] = entry["model_flops_per_s"] / (peak_flops * gpus)
         entry["loadavg"] = list(os.getloadavg())
         return entry
 
-    result: dict[str, Any] = {"label": spec.label, "args": server.args[1:], "points": []}
+    result: dict[str, Any] = {
+        "label": spec.label, "args": server.args[1:], "gpus": gpus, "points": [],
+    }  # fmt: skip
     result["open_loop"] = []
     url = f"{server.url}/pooling"
     with server:
@@ -816,7 +847,6 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
-    from vllm_factory.testing import bench_report
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -868,7 +898,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "checkpoint": str(checkpoint),
             "py_spy": None if config.py_spy is None else str(config.py_spy),
             "max_model_len": max_model_len,
-            "server_env": {**DEFAULT_ENV, **config.server_env},
+            "server_env": {**DEFAULT_ENV, **inherited_env(), **config.server_env},
             "requests_per_point": "max(requests, 4 * concurrency)",
             "warmup_per_point": "max(2, min(concurrency, warmup_max))",
         },

@@ -19,6 +19,12 @@ logger = logging.getLogger(__name__)
 __all__ = ["charts", "markdown", "write_all"]
 
 
+# Settings the servers inherit from the bench's environment that change the numbers (vLLM sizes
+# its processes' torch thread pools from OMP_NUM_THREADS; CUDA_VISIBLE_DEVICES picks the GPUs):
+# recorded with the server environment and shown in the report's header.
+INHERITED_ENV = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+
+
 def _num(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -178,7 +184,7 @@ def markdown(report: dict[str, Any]) -> str:
             + "".join(
                 f", {key}={value}"
                 for key, value in cfg.get("server_env", {}).items()
-                if key.startswith("VLLM_CPU_")
+                if key.startswith("VLLM_CPU_") or key in INHERITED_ENV
             )
         ),
         (
@@ -203,6 +209,13 @@ def markdown(report: dict[str, Any]) -> str:
             f"{m['flops_per_s'] / 1e12:.1f} TFLOP/s; model FLOPs per token (mean) "
             f"{_num((report.get('model_flops_per_token_mean') or 0) / 1e6, 1)} MFLOP"
         )
+        several = {name: s["gpus"] for name, s in report["servers"].items() if s.get("gpus", 1) > 1}
+        if several:
+            lines.append(
+                "- MFU is per GPU: the denominator is times the GPUs a server uses ("
+                + ", ".join(f"{name}: {gpus}" for name, gpus in several.items())
+                + ")"
+            )
     lines += ["", "## Summary", "", *_factor_lines(report), "", "## Closed loop", ""]
     lines += _closed_table(report)
     usage_lines = _usage_table(report)
@@ -344,10 +357,6 @@ def main(argv: list[str] | None = None) -> None:
             logger.info("wrote %s", out)
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _output_lines(report: dict) -> list[str]:
     """The checkpoint's calibration and what each server returned (e.g. entities per word)."""
     lines = []
@@ -365,3 +374,7 @@ def _output_lines(report: dict) -> list[str]:
             figures = ", ".join(f"{key} {value}" for key, value in outputs.items())
             lines.append(f"- Outputs of {server.get('label', name)} (first texts): {figures}")
     return lines
+
+
+if __name__ == "__main__":
+    main()
