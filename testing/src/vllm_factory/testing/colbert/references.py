@@ -89,11 +89,10 @@ class ColBERTReference:
     def _build(self, target: Path) -> None:
         checkpoint = self.build_checkpoint(target / "checkpoint")
         envs = {"pylate": pylate_env().ensure(), "st": st_env().ensure()}
-        for library in self.libraries:
-            self._encode(envs[library], library, checkpoint, target / f"ref-{library}.npz")
+        for library in self.libraries:  # PyLate's bf16 run from the same process
+            more = ["--bf16-out", target / "ref-pylate-bf16.npz"] if library == "pylate" else []
+            self._encode(envs[library], library, checkpoint, target / f"ref-{library}.npz", *more)
         pylate = envs["pylate"]
-        self._encode(pylate, "pylate", checkpoint, target / "ref-pylate-bf16.npz",
-                     "--dtype", "bfloat16")  # fmt: skip
         pylate.run(
             SCORE, "--vectors", target / "ref-pylate.npz", "--bf16", target / "ref-pylate-bf16.npz",
             "--out", target / "ref-pylate-scores.npz",
@@ -103,11 +102,8 @@ class ColBERTReference:
         envs["st"].run(
             ST_LAYOUT, "--from", checkpoint, "--out", layout, "--variant", self.st_layout
         )
-        for dtype, name in (
-            ("float32", "ref-st-layout.npz"),
-            ("bfloat16", "ref-st-layout-bf16.npz"),
-        ):
-            self._encode(envs["st"], "st", layout, target / name, "--dtype", dtype)
+        self._encode(envs["st"], "st", layout, target / "ref-st-layout.npz",
+                     "--bf16-out", target / "ref-st-layout-bf16.npz")  # fmt: skip
 
     def reference_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (PyLate layout),

@@ -113,16 +113,13 @@ class ColPaliReference:
         library's own bf16 run ``ref-colpali-bf16.npz``) from ``target``'s checkpoint and
         images; also how a GPU host re-encodes a reference folder built elsewhere with its own
         Python (``gpu/check.py --reencode``: image decoding differs between Pillow versions)."""
-        path = self.pythonpath()
-        written = []
-        for dtype, name in (("float32", "ref-colpali.npz"), ("bfloat16", "ref-colpali-bf16.npz")):
-            env.run(
-                ENCODE, "--model-class", self.model_class, "--processor-class",
-                self.processor_class, "--checkpoint", target / "checkpoint", "--corpus",
-                self.CORPUS, "--images", target / "images", "--out", target / name,
-                "--dtype", dtype, env={"PYTHONPATH": path},
-            )  # fmt: skip
-            written.append(target / name)
+        written = [target / "ref-colpali.npz", target / "ref-colpali-bf16.npz"]
+        env.run(
+            ENCODE, "--model-class", self.model_class, "--processor-class",
+            self.processor_class, "--checkpoint", target / "checkpoint", "--corpus",
+            self.CORPUS, "--images", target / "images", "--out", written[0],
+            "--bf16-out", written[1], env={"PYTHONPATH": self.pythonpath()},
+        )  # fmt: skip
         return written
 
     def pythonpath(self) -> str:

@@ -88,12 +88,11 @@ class GLiNERReference:
 
     def _build(self, target: Path) -> None:
         checkpoint = self.build_checkpoint(target / "checkpoint")
-        for out, more in (("ref-scores.npz", ["--entities", target / "ref-entities.json"]),
-                          ("ref-scores-bf16.npz", ["--dtype", "bfloat16"])):  # fmt: skip
-            gliner_env().run(
-                ENCODE, "--checkpoint", checkpoint, "--corpus", CORPUS, "--out", target / out,
-                *more,
-            )  # fmt: skip
+        gliner_env().run(
+            ENCODE, "--checkpoint", checkpoint, "--corpus", CORPUS,
+            "--out", target / "ref-scores.npz", "--entities", target / "ref-entities.json",
+            "--bf16-out", target / "ref-scores-bf16.npz",
+        )  # fmt: skip
 
     def reference_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (gliner layout),

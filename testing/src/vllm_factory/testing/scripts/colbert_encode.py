@@ -1,11 +1,12 @@
 """Encode the parity corpus with a reference library and write token vectors to an .npz file.
 
     python colbert_encode.py --library pylate|st --checkpoint DIR --corpus corpus.json \
-        --out FILE.npz [--batch-size 4] [--dtype bfloat16] [--full-batches]
+        --out FILE.npz [--batch-size 4] [--dtype bfloat16] [--full-batches] [--bf16-out FILE.npz]
 
 Run `--library pylate` in the PyLate venv and `--library st` in the sentence-transformers venv
 (the ColBERT family kit does, for every ColBERT package). fp32 (or the library's own bf16 run
-with ``--dtype bfloat16``: vectors and offsets only), CPU. ``--full-batches``: every batch must
+with ``--dtype bfloat16``: vectors and offsets only), CPU; ``--bf16-out`` writes that bf16 run
+too, from the same process (importing the libraries costs more than encoding). ``--full-batches``: every batch must
 hold more than one text (transformers' LFM2 zeroes the short-convolution input of padding
 positions, so a query's expansion tokens, only when the batch has more than one row); the
 corpus sizes must then be multiples of the batch size. ``meta_json`` records how far a batch of
@@ -183,6 +184,17 @@ def encode_bf16(
     return arrays
 
 
+def write_bf16(out: Path, ckpt: str, texts: dict[str, list[str]], bs: int, library: str) -> None:
+    """:func:`encode_bf16` into ``out`` with the library versions."""
+    with torch.inference_mode():
+        arrays = encode_bf16(ckpt, texts, bs, library)
+    name = "pylate" if library == "pylate" else "sentence-transformers"
+    meta = {"library": library, "dtype": "bfloat16", "device": "cpu", "versions": {
+        lib: version(lib) for lib in ("torch", "transformers", name)}}  # fmt: skip
+    np.savez(out, meta_json=np.array(json.dumps(meta)), **arrays)
+    LOG.info("wrote %s (bf16)", out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--library", choices=("pylate", "st"), required=True)
@@ -192,6 +204,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     ap.add_argument("--full-batches", action="store_true", help="no batch of one (see above)")
+    ap.add_argument("--bf16-out", type=Path, help="also the library's bf16 run, into this file")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     torch.manual_seed(0)
@@ -200,13 +213,7 @@ def main() -> None:
     items = {"query": corpus["queries"], "document": corpus["documents"]}
     texts = {p: [x["text"] for x in items[p]] for p in PARTS}
     if args.dtype == "bfloat16":
-        with torch.inference_mode():
-            arrays = encode_bf16(str(args.checkpoint), texts, args.batch_size, args.library)
-        library = "pylate" if args.library == "pylate" else "sentence-transformers"
-        meta = {"library": args.library, "dtype": "bfloat16", "device": "cpu", "versions": {
-            lib: version(lib) for lib in ("torch", "transformers", library)}}  # fmt: skip
-        np.savez(args.out, meta_json=np.array(json.dumps(meta)), **arrays)
-        LOG.info("wrote %s (bf16)", args.out)
+        write_bf16(args.out, str(args.checkpoint), texts, args.batch_size, args.library)
         return
     with torch.inference_mode():
         if args.library == "pylate":
@@ -234,6 +241,9 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(args.out, **arrays)
     LOG.info("wrote %s: %s", args.out, {p: len(arrays[f"{p}_vectors"]) for p in PARTS})
+    if args.bf16_out is not None:
+        torch.manual_seed(0)  # as a process of its own starts
+        write_bf16(args.bf16_out, str(args.checkpoint), texts, args.batch_size, args.library)
 
 
 if __name__ == "__main__":

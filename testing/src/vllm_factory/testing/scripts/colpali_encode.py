@@ -2,7 +2,8 @@
 
     python colpali_encode.py --model-class colpali_engine.models:ColQwen3 \
         --processor-class colpali_engine.models:ColQwen3Processor --checkpoint DIR \
-        --corpus corpus.json --images DIR --out FILE.npz [--dtype float32|bfloat16]
+        --corpus corpus.json --images DIR --out FILE.npz [--dtype float32|bfloat16] \
+        [--bf16-out FILE.npz]
 
 Runs in the ColPali reference venv (the ColPali family kit does, for every ColPali package).
 One item at a time, so no batch padding reaches the model: each query through
@@ -10,8 +11,9 @@ One item at a time, so no batch padding reaches the model: each query through
 document through ``processor.process_texts([t])``, each image (``--images``: the folder
 ``colpali_images.py`` wrote) through ``processor.process_images([img])``; then ``model(**batch)``.
 CPU; fp32, or the library's own bf16 run (``--dtype bfloat16``: the model in bf16, vectors
-written as float32). The .npz needs no pickle; per item ``i`` of each part P in {query, text,
-image} (rows where the attention mask is 1, in order):
+written as float32; ``--bf16-out``: that run too, from the same process). The .npz needs no
+pickle; per item ``i`` of each part P in {query, text, image} (rows where the attention mask is
+1, in order):
 
   P_i         f32  [n, dim]   the model's L2-normalised token vectors
   P_ids_i     i64  [n]        input_ids fed to the model
@@ -104,10 +106,19 @@ def main() -> None:
     ap.add_argument("--images", required=True, type=Path, help="colpali_images.py's folder")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--bf16-out", type=Path, help="also the library's bf16 run, into this file")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    encode_corpus(args, args.dtype, args.out)
+    if args.bf16_out is not None:  # from the same process: importing costs more than encoding
+        encode_corpus(args, "bfloat16", args.bf16_out)
+
+
+def encode_corpus(args: argparse.Namespace, dtype_name: str, out: Path) -> None:
+    """Every query, text and image of the corpus with the model in ``dtype_name``, into
+    ``out`` (as a fresh process does it: seeded, the model and processor loaded anew)."""
     torch.manual_seed(0)
-    dtype = getattr(torch, args.dtype)
+    dtype = getattr(torch, dtype_name)
 
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     index = json.loads((args.images / "images.json").read_text(encoding="utf-8"))
@@ -142,7 +153,7 @@ def main() -> None:
     meta = {
         "model_class": args.model_class,
         "processor_class": args.processor_class,
-        "dtype": args.dtype,
+        "dtype": dtype_name,
         "device": "cpu",
         "normalized": True,
         "versions": installed_versions(LIBRARIES),
@@ -167,10 +178,10 @@ def main() -> None:
     for part, n in (("query", len(corpus["queries"])), ("text", len(corpus["documents"]))):
         longest = counts[part].index(max(counts[part]))
         check_not_degenerate(arrays[f"{part}_{longest}"], f"the longest {part} ({n} items)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.out, meta_json=np.array(json.dumps(meta)), **arrays)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, meta_json=np.array(json.dumps(meta)), **arrays)
     LOG.info("wrote %s (%s): token counts %s; mean cosine in one item %.3f..%.3f",
-             args.out, args.dtype, counts, min(mean_cos.values()), max(mean_cos.values()))  # fmt: skip
+             out, dtype_name, counts, min(mean_cos.values()), max(mean_cos.values()))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Reference outputs of the gliner library for the corpus (runs in the GLiNER venv).
 
-    python gliner_encode.py --checkpoint DIR --corpus corpus.json --out ref.npz --entities ref.json
+    python gliner_encode.py --checkpoint DIR --corpus corpus.json --out ref.npz --entities ref.json \
+        [--bf16-out ref-bf16.npz]
 
 For every (label set, text): the token ids gliner feeds its encoder, the number of words it
 scores, and the full sigmoid span x label score tensor [words, max_width, labels] (one text at a
@@ -8,6 +9,8 @@ time, as ``predict_entities`` runs it). For every threshold and decoding mode: t
 of ``GLiNER.inference`` over the whole corpus (batch_size 8). For every label set and threshold
 also the entities restricted to ``input_spans`` (:func:`mention_spans`: word-aligned spans and
 misaligned ones that gliner drops), with ``class_probs``, as glinker's L3 / L4 ask for them.
+``--bf16-out``: the score tensors again from a fresh bf16 copy of the model (gliner's own bf16
+run, the GPU check's yardstick), in the same process (importing gliner costs more than the run).
 """
 
 from __future__ import annotations
@@ -58,30 +61,30 @@ def scores_for(model, text: str, labels: list[str]) -> tuple[np.ndarray, list[in
     return probs, ids, min(len(prepared["tokens"][0]), model.config.max_len)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--checkpoint", required=True, type=Path)
-    ap.add_argument("--corpus", required=True, type=Path)
-    ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--entities", type=Path, help="entity lists (fp32 run only)")
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
-    args = ap.parse_args()
+def load(checkpoint: Path, dtype: str):
     from gliner import GLiNER
 
     torch.manual_seed(0)
-    model = GLiNER.from_pretrained(str(args.checkpoint), local_files_only=True).eval()
-    model = model.to(getattr(torch, args.dtype))
-    corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
+    model = GLiNER.from_pretrained(str(checkpoint), local_files_only=True).eval()
+    return model.to(getattr(torch, dtype))
+
+
+def score_arrays(model, corpus: dict) -> dict[str, np.ndarray]:
+    """Token ids, scored words and span x label scores of every (label set, text)."""
     arrays: dict[str, np.ndarray] = {}
-    entities: dict = {"versions": {p: version(p) for p in ("gliner", "torch", "transformers")}}
     for name, labels in corpus["label_sets"].items():
         for i, text in enumerate(corpus["texts"]):
             probs, ids, n_words = scores_for(model, text, labels)
             arrays[f"scores_{name}_{i}"] = probs
             arrays[f"ids_{name}_{i}"] = np.asarray(ids, dtype=np.int64)
             arrays[f"words_{name}_{i}"] = np.asarray(n_words)
-        if args.entities is None:
-            continue
+    return arrays
+
+
+def entity_lists(model, corpus: dict) -> dict:
+    """``GLiNER.inference`` per label set, decoding mode and threshold, and with input spans."""
+    entities: dict = {"versions": {p: version(p) for p in ("gliner", "torch", "transformers")}}
+    for name, labels in corpus["label_sets"].items():
         for mode, kwargs in MODES.items():
             for threshold in corpus["thresholds"]:
                 result = model.inference(
@@ -98,9 +101,26 @@ def main() -> None:
                 corpus["texts"], labels, threshold=threshold, batch_size=8, input_spans=spans,
                 return_class_probs=True,
             )  # fmt: skip
-    np.savez(args.out, **arrays)
+    return entities
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--checkpoint", required=True, type=Path)
+    ap.add_argument("--corpus", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--entities", type=Path, help="entity lists (fp32 run only)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--bf16-out", type=Path, help="also the bf16 score tensors, into this file")
+    args = ap.parse_args()
+    corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
+    model = load(args.checkpoint, args.dtype)
+    np.savez(args.out, **score_arrays(model, corpus))
     if args.entities is not None:
+        entities = entity_lists(model, corpus)
         args.entities.write_text(json.dumps(entities, ensure_ascii=False), encoding="utf-8")
+    if args.bf16_out is not None:
+        np.savez(args.bf16_out, **score_arrays(load(args.checkpoint, "bfloat16"), corpus))
 
 
 if __name__ == "__main__":
