@@ -251,8 +251,8 @@ def tests(session: nox.Session) -> None:
 # CI (.ci/run) runs `nox -s tests` in two lanes, `-- --lane main` and `-- --lane second`, the
 # second in a venv of its own once the older-vLLM stream is done, so that CI's two streams end
 # together; `nox -s tests` alone runs every suite. The second lane, from CI's suite times
-# (2026-11-26: mt5_gliner ~200 s and nemotron_colembed ~150 s at the end of a 3,170-s tests
-# stream, while the older stream ended at 2,317 s):
+# (2026-11-26: mt5_gliner 159 s and nemotron_colembed 114 s at the end of a 3,053-s tests
+# stream, while the older stream ended at 2,317 s; in two lanes both streams ended at ~2,440 s):
 SECOND_LANE = ("mt5-gliner", "nemotron-colembed")
 LANES = ("main", "second")
 
