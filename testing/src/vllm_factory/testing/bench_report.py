@@ -154,6 +154,14 @@ def _factor_lines(report: dict[str, Any]) -> list[str]:
             f"- vs vLLM native peak ({f['native_peak_req_per_s']:.2f} req/s): "
             f"**{f['vs_native_peak']:.2f}x**; per client count: {per}"
         )
+    for peer in (f.get("peers") or {}).values():
+        per = ", ".join(f"{c}: {v:.2f}x" for c, v in peer["vs_by_concurrency"].items())
+        mfu = peer.get("peak_mfu")
+        lines.append(
+            f"- vs {peer['label']} peak ({peer['peak_req_per_s']:.2f} req/s"
+            + ("" if mfu is None else f", MFU {100 * mfu:.1f}%")
+            + f"): **{peer['vs_peak']:.2f}x**; per client count: {per}"
+        )
     return lines
 
 
@@ -225,8 +233,9 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             (
                 "CPU: seconds of CPU per second of wall time (100 % = one core busy); `api` is "
-                "vLLM's HTTP process(es), `engine` its engine core. GPU busy: nvidia-smi "
-                "utilisation."
+                "vLLM's HTTP process(es), `engine` its engine core; for Ray Serve `replica` is "
+                "the model's process, `proxy` its HTTP process, `ray` Ray's own processes and "
+                "`driver` the process that started them. GPU busy: nvidia-smi utilisation."
             ),
         ]
     open_lines = _open_table(report)
@@ -253,7 +262,8 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     title = f"{report['plugin']} {report['config']['mode']} on {report['machine']['name']}"
-    styles = {"plugin": ("tab:blue", "-"), "native": ("tab:orange", "--")}
+    styles = {"plugin": ("tab:blue", "-"), "native": ("tab:orange", "--"),
+              "gliner-serve": ("tab:red", "-.")}  # fmt: skip
     paths = []
 
     fig, ax = plt.subplots(figsize=(7, 4.5))

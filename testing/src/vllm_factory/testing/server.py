@@ -15,10 +15,12 @@ check runs every parity suite this way, per dtype and mode); arguments given exp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +32,7 @@ from typing import Any, Self
 
 import httpx
 from vllm_factory.testing.report import REPORT_ENV, record
+from vllm_factory.testing.usage import process_tree
 
 logger = logging.getLogger(__name__)
 
@@ -113,12 +116,138 @@ class ServerStartError(RuntimeError):
     pass
 
 
-class VllmServer:
+class SubprocessServer:
+    """A server started by a command in a subprocess, as a context manager: healthy once
+    :meth:`healthy` answers True, stopped with its whole process tree.
+
+    Subclasses set ``args`` (the command), ``env``, ``url``, ``label`` and ``model`` and may
+    override :meth:`healthy` (default: ``GET /health`` answers 200)."""
+
+    args: list[str]
+    env: dict[str, str]
+    url: str
+    label: str
+    model: str
+    startup_timeout: float = 600.0
+    log_prefix: str = "server-"
+    root_role: str = "api"
+    """What the started process itself does, for :class:`~vllm_factory.testing.usage.Usage`."""
+    stop_grace: float = 10.0
+    """Seconds the processes the server started get to exit after it did (:meth:`stop`)."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+        self.startup_seconds: float | None = None
+        self._log_file = None
+
+    def healthy(self) -> bool:
+        return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> Self:
+        log_dir = os.environ.get(LOG_DIR_ENV) or None
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=self.log_prefix, suffix=".log", dir=log_dir)
+        os.close(handle)
+        self.log_path = Path(name)
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        logger.info("starting: %s", " ".join(self.args))
+        started = time.monotonic()
+        self.process = subprocess.Popen(
+            self.args, stdout=self._log_file, stderr=subprocess.STDOUT, env=self.env,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = started + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self._fail(f"server exited with code {self.process.returncode} during start")
+            try:
+                if self.healthy():
+                    self.startup_seconds = time.monotonic() - started
+                    logger.info("server healthy after %.1f s", self.startup_seconds)
+                    self._record("server_start", seconds=round(self.startup_seconds, 1))
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self._fail(f"server not healthy after {self.startup_timeout:.0f} s")
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """SIGTERM to the server, SIGKILL after 30 s; then SIGKILL to what is left of the
+        processes it had started (servers that run helpers in sessions of their own, such as
+        Ray's actors, leave none behind)."""
+        if self.process is not None and self.process.poll() is None:
+            descendants = process_tree(self.process.pid)[1:]
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+            _kill_survivors(descendants, grace=self.stop_grace)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def log_tail(self, lines: int = 80) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def is_alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _record(self, kind: str, **figures: object) -> None:
+        """Append to the session's report file, when it has one (see ``report``)."""
+
+    def _fail(self, reason: str) -> None:
+        tail = self.log_tail()
+        self._record("server_start_failed", reason=reason, log_tail=self.log_tail(30))
+        self.stop()
+        raise ServerStartError(f"{reason}\n--- server log (tail) ---\n{tail}")
+
+
+def _kill_survivors(pids: Sequence[int], grace: float) -> None:
+    """SIGKILL those of ``pids`` still alive after ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    alive = [pid for pid in pids if _alive(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [pid for pid in alive if _alive(pid)]
+    for pid in alive:
+        logger.warning("process %d outlived its server: killing it", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, exited but not yet reaped, counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+class VllmServer(SubprocessServer):
     """``python -m vllm.entrypoints.openai.api_server`` in a subprocess, as a context manager.
 
     Uses the module entry point rather than the ``vllm`` script because the CPU build's
     script cannot find the ``vllm`` distribution metadata.
     """
+
+    log_prefix = "vllm-server-"
 
     def __init__(
         self,
@@ -136,6 +265,7 @@ class VllmServer:
         port: int | None = None,
         worker_in_engine: bool | None = None,
     ) -> None:
+        super().__init__()
         self.model = str(model)
         self.dtype = dtype or session_dtype()
         self.enforce_eager = session_eager() if enforce_eager is None else enforce_eager
@@ -165,72 +295,8 @@ class VllmServer:
         self.worker_in_engine = worker_in_engine
         inproc = WORKER_IN_ENGINE_ENV if worker_in_engine else {}
         self.env = {**os.environ, **DEFAULT_ENV, **inproc, **(env or {})}
-        self.process: subprocess.Popen | None = None
-        self.log_path: Path | None = None
-        self.startup_seconds: float | None = None
-        self._log_file = None
-
-    # -- lifecycle --------------------------------------------------------------------
-
-    def start(self) -> Self:
-        log_dir = os.environ.get(LOG_DIR_ENV) or None
-        if log_dir:
-            os.makedirs(log_dir, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix="vllm-server-", suffix=".log", dir=log_dir)
-        os.close(handle)
-        self.log_path = Path(name)
-        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        logger.info("starting: %s", " ".join(self.args))
-        started = time.monotonic()
-        self.process = subprocess.Popen(
-            self.args, stdout=self._log_file, stderr=subprocess.STDOUT, env=self.env,
-            start_new_session=True,
-        )  # fmt: skip
-        deadline = started + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self._fail(f"server exited with code {self.process.returncode} during start")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    self.startup_seconds = time.monotonic() - started
-                    logger.info("server healthy after %.1f s", self.startup_seconds)
-                    self._record("server_start", seconds=round(self.startup_seconds, 1))
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self._fail(f"server not healthy after {self.startup_timeout:.0f} s")
-        raise AssertionError("unreachable")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def log_tail(self, lines: int = 80) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        text = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
-
-    def is_alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     def _record(self, kind: str, **figures: object) -> None:
-        """Append to the session's report file, when it has one (see ``report``)."""
         if os.environ.get(REPORT_ENV):
             record(self.label, kind, self.model, {
                 "dtype": self.dtype, "eager": self.enforce_eager, "args": self.args[3:],
@@ -238,12 +304,6 @@ class VllmServer:
                 "worker_in_engine": self.worker_in_engine,
                 **figures,
             })  # fmt: skip
-
-    def _fail(self, reason: str) -> None:
-        tail = self.log_tail()
-        self._record("server_start_failed", reason=reason, log_tail=self.log_tail(30))
-        self.stop()
-        raise ServerStartError(f"{reason}\n--- server log (tail) ---\n{tail}")
 
     # -- requests -----------------------------------------------------------------------
 

@@ -69,12 +69,17 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
-def role_of(pid: int, root: int) -> str:
-    """``api`` for the server's own process and its API workers, ``engine`` for vLLM's engine
-    core (its process title starts ``VLLM::EngineCore``), ``worker`` for ``VLLM::Worker``
-    processes, else the process title's first word."""
+# Ray Serve's processes (gliner.serve): the actors by their titles, the rest is Ray's own.
+RAY_ROLES = {"ray::ServeReplica": "replica", "ray::ProxyActor": "proxy"}
+
+
+def role_of(pid: int, root: int, root_role: str = "api") -> str:
+    """``root_role`` for the server's own process, ``api`` for vLLM's API workers, ``engine``
+    for its engine core (its process title starts ``VLLM::EngineCore``), ``worker`` for
+    ``VLLM::Worker`` processes, ``replica`` / ``proxy`` for Ray Serve's model replicas and HTTP
+    proxy, ``ray`` for Ray's other processes, else the process title's first word."""
     if pid == root:
-        return "api"
+        return root_role
     try:
         title = (_PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
@@ -85,6 +90,11 @@ def role_of(pid: int, root: int) -> str:
         return "api"
     if "VLLM::Worker" in title:
         return "worker"
+    for prefix, role in RAY_ROLES.items():
+        if title.startswith(prefix):
+            return role
+    if title.startswith(("ray::", "ray-dashboard")) or "/ray/" in title:
+        return "ray"
     words = title.split()
     return Path(words[0]).name if words else "unknown"
 
@@ -92,8 +102,16 @@ def role_of(pid: int, root: int) -> str:
 class Usage:
     """CPU of ``root``'s process tree and GPU busy time between ``__enter__`` and ``__exit__``."""
 
-    def __init__(self, root: int | None, *, gpu: bool = False, py_spy: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: int | None,
+        *,
+        gpu: bool = False,
+        py_spy: Path | None = None,
+        root_role: str = "api",
+    ) -> None:
         self.root = root
+        self.root_role = root_role
         self.gpu = gpu and shutil.which("nvidia-smi") is not None
         self.py_spy = py_spy if root is not None and shutil.which("py-spy") else None
         if py_spy is not None and self.py_spy is None:
@@ -138,7 +156,7 @@ class Usage:
         shares: dict[str, float] = {}
         if self.root is not None:
             for pid, seconds in self._cpu().items():
-                role = role_of(pid, self.root)
+                role = role_of(pid, self.root, self.root_role)
                 used = seconds - self._start.get(pid, 0.0)
                 shares[role] = shares.get(role, 0.0) + used / wall
         self.cpu_shares = {role: round(share, 3) for role, share in sorted(shares.items())}

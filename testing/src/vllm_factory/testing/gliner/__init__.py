@@ -7,7 +7,8 @@ served checkpoint, its reference kit and its benchmark spec.
   ``gliner_reference = reference_fixture(__file__)``), ``parity``, ``requests``,
   ``config_format``, ``startup``: the shared tests; a package's test modules import the tests
   they collect. The backbone is the only thing that differs between the packages.
-- ``bench``: ``GLiNERBenchSpec``; ``demo``: prepare, serve and query a tiny checkpoint.
+- ``bench``: ``GLiNERBenchSpec``; ``gliner_serve``: gliner's own server, the bench's peer;
+  ``demo``: prepare, serve and query a tiny checkpoint.
 
 Not imported by the library: it needs pytest, numpy and httpx.
 """

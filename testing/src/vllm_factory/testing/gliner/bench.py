@@ -4,12 +4,16 @@
 - Checkpoint: the package's random gliner model of real width (its
   ``reference/build_checkpoint.py --size bench``), its scores lowered so that gliner finds
   about one entity per 10 words at the bench threshold, as a trained model does
-  (``--calibrate``; the figures are in the report), built once with gliner in its venv, then
-  run through ``vllm-factory-prep``; cached under ``.artifacts/<package>-bench/``. Both the
+  (``--calibrate``, on texts of the run's length mix; the figures are in the report), built
+  once per mix with gliner in its venv, then run through ``vllm-factory-prep``; cached under
+  ``.artifacts/<package>-bench/``. Both the
   plugin and gliner load the prepared directory (it keeps gliner_config.json, weights and
   tokenizer as gliner saved them).
 - Requests: one text per ``POST /pooling``, ``{"text": T, "labels": LABELS, "threshold":
   0.5}`` with the 5 labels below. No native vLLM model exists.
+- Peer: gliner's own server, ``python -m gliner.serve`` (Ray Serve), on the same checkpoint,
+  texts, labels and threshold (``POST /gliner``), after the plugin
+  (:mod:`vllm_factory.testing.gliner.gliner_serve`; ``--only plugin`` leaves it out).
 - Reference: ``GLiNER.inference`` on the same texts and labels (the shared in-process
   baseline, ``--library gliner``) at batch size 1 and the batch-size sweep; the report gives
   batch size 1 and the best one.
@@ -20,6 +24,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Callable
@@ -29,12 +34,21 @@ from typing import Any
 
 from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
+    SHORT,
+    SHORT_RANGE,
     BenchConfig,
     PackageBenchSpec,
     ServerSpec,
     repo_root,
     word_pool,
     word_stream,
+)
+from vllm_factory.testing.gliner.gliner_serve import (
+    ROUTE,
+    GlinerServe,
+    check_answer,
+    gliner_serve_env,
+    serve_body,
 )
 from vllm_factory.testing.gliner.references import (
     CORPUS,
@@ -47,6 +61,25 @@ from vllm_factory.testing.refenv import cached_artifact
 LABELS = ["person", "organization", "location", "date", "product"]
 THRESHOLD = 0.5
 SEED = 0
+CALIBRATION_TEXTS = 8
+WORDS_PER_TOKEN = 0.55
+"""Text words per model token of the bench's texts (0.49 - 0.54 measured on the DeBERTa and
+ModernBERT bench tokenizers), to size calibration texts before the tokenizer exists."""
+MIXED_WORDS = (16, 24, 90, 90, 90, 360, 360, 360)
+
+
+def calibration_words(lengths: dict[str, float], rng: random.Random) -> list[int]:
+    """Word counts of :data:`CALIBRATION_TEXTS` calibration texts in the run's length mix (at
+    least one per bucket). A random model's entity density depends on text length (one bench
+    checkpoint, calibrated to 0.097 entities per word on the mixed texts, found 0.41 on short
+    and 128-token texts), so the checkpoint is calibrated on texts like the run's own."""
+    total = sum(lengths.values())
+    counts = []
+    for name in sorted(lengths, key=lambda n: (n != SHORT, int(n) if n.isdigit() else 0)):
+        for _ in range(max(1, round(CALIBRATION_TEXTS * lengths[name] / total))):
+            tokens = rng.randint(*SHORT_RANGE) if name == SHORT else int(name)
+            counts.append(max(4, round(tokens * WORDS_PER_TOKEN)))
+    return counts
 
 
 def plugin_body(model: str, text: str, encoding: str) -> dict:
@@ -56,10 +89,20 @@ def plugin_body(model: str, text: str, encoding: str) -> dict:
 def describe_entities(bodies: list[dict], answers: list[dict]) -> dict:
     """Entities per word of the plugin's answers (a trained model finds about one per 5 - 15
     words; the bench checkpoint is calibrated to that)."""
-    words = sum(len(body["data"]["text"].split()) for body in bodies)
-    entities = sum(len(answer["data"][0]) for answer in answers)
+    texts = [body["data"]["text"] for body in bodies]
+    return _density(texts, [len(answer["data"][0]) for answer in answers])
+
+
+def describe_serve_entities(bodies: list[dict], answers: list[dict]) -> dict:
+    """:func:`describe_entities` for gliner.serve's answers."""
+    return _density([b["text"] for b in bodies], [len(a["entities"]) for a in answers])
+
+
+def _density(texts: list[str], found: list[int]) -> dict:
+    words = sum(len(text.split()) for text in texts)
+    entities = sum(found)
     return {
-        "texts": len(bodies),
+        "texts": len(texts),
         "words": words,
         "entities": entities,
         "entities_per_word": round(entities / max(words, 1), 4),
@@ -97,7 +140,8 @@ def bench_checkpoint(
     variant = f"-{reference.variant}" if reference.variant else ""
     inputs = [reference.builder, *KIT_INPUTS]
     root = repo_root() / ".artifacts" / f"{package.replace('_', '-')}-bench"
-    name = f"checkpoint{variant}-bench-seed{SEED}"
+    calibration = hashlib.sha256(json.dumps([texts, labels, threshold]).encode()).hexdigest()
+    name = f"checkpoint{variant}-bench-seed{SEED}-cal{calibration[:8]}"
     return cached_artifact(name, inputs, build, root=root) / "served"
 
 
@@ -117,16 +161,18 @@ class GLiNERBenchSpec(PackageBenchSpec):
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
         if config.checkpoint:
             return Path(config.checkpoint)
-        return bench_checkpoint(
-            self.reference, self.name, self.calibration_texts(), LABELS, self.given_env(config)
-        )
+        texts = self.calibration_texts(config.lengths)
+        return bench_checkpoint(self.reference, self.name, texts, LABELS, self.given_env(config))
 
-    def calibration_texts(self) -> list[str]:
+    def calibration_texts(self, lengths: dict[str, float] | None = None) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of corpus and docstring
-        words), of the bench's lengths in words: 2 short, 3 of ~128 and 3 of ~512 tokens."""
+        words): :data:`CALIBRATION_TEXTS` of the run's length mix (:func:`calibration_words`);
+        without ``lengths``, 2 short, 3 of ~128 and 3 of ~512 tokens (the word / token ratio of
+        :meth:`flops_per_sequence`)."""
         rng = random.Random(SEED + 1)
         pool = word_pool(self.word_texts())
-        return [" ".join(word_stream(pool, n, rng)) for n in (16, 24, 90, 90, 90, 360, 360, 360)]
+        counts = MIXED_WORDS if lengths is None else calibration_words(lengths, rng)
+        return [" ".join(word_stream(pool, n, rng)) for n in counts]
 
     def checkpoint_notes(self, checkpoint: Path) -> dict:
         """The calibration the checkpoint builder measured with gliner (``calibration.json``
@@ -153,6 +199,8 @@ class GLiNERBenchSpec(PackageBenchSpec):
         return _text_tokens(checkpoint)
 
     def servers(self, checkpoint: Path) -> list[ServerSpec]:
+        """The plugin, then gliner's own server (:mod:`vllm_factory.testing.gliner.gliner_serve`)
+        on the same checkpoint."""
         return [
             ServerSpec(
                 name="plugin",
@@ -162,8 +210,28 @@ class GLiNERBenchSpec(PackageBenchSpec):
                 make_body=plugin_body,
                 check=check_plugin,
                 describe=describe_entities,
-            )
+            ),
+            ServerSpec(
+                name="gliner-serve",
+                label="gliner.serve (Ray Serve)",
+                io_processor_plugin=None,
+                hf_overrides=None,
+                make_body=lambda model, text, encoding: serve_body(text, LABELS, THRESHOLD),
+                check=check_answer,
+                describe=describe_serve_entities,
+                launch=launch_gliner_serve,
+                path=ROUTE,
+            ),
         ]
+
+
+def launch_gliner_serve(config: BenchConfig, checkpoint: Path, max_model_len: int) -> GlinerServe:
+    """gliner.serve on ``checkpoint`` with the run's device and dtype, from ``--ref-python``
+    (the reference interpreter holds gliner; on a GPU host, Ray too) or the gliner-serve venv."""
+    python = config.ref_python or gliner_serve_env().ensure().python
+    return GlinerServe(
+        checkpoint, python, device=config.device, dtype=config.dtype, extra_args=config.peer_args
+    )
 
 
 @cache

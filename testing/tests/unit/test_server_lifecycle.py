@@ -1,0 +1,57 @@
+"""A subprocess server's start and stop, on real processes (Linux)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from vllm_factory.testing.server import SubprocessServer, free_port
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads the Linux process table")
+
+
+class FileServer(SubprocessServer):
+    """Python's http.server over a folder holding ``health`` (so ``GET /health`` is 200); its
+    shell first starts a helper in a session of its own that outlives the server, as Ray's
+    actors would without Ray's own shutdown."""
+
+    stop_grace = 1.0
+
+    def __init__(self, folder: Path, pid_file: Path) -> None:
+        super().__init__()
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.label = self.model = "files"
+        script = (
+            f"setsid sleep 300 & echo $! > {pid_file}; "
+            f"exec {sys.executable} -m http.server {port} --bind 127.0.0.1 -d {folder}"
+        )
+        self.args = ["bash", "-c", script]
+        self.env = dict(os.environ)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_stop_leaves_no_process_the_server_started(tmp_path: Path) -> None:
+    (tmp_path / "health").write_text("ok")
+    pid_file = tmp_path / "helper.pid"
+    server = FileServer(tmp_path, pid_file)
+    with server:
+        assert server.is_alive() and server.startup_seconds is not None
+        helper = int(pid_file.read_text())
+        assert _running(helper)
+    assert not server.is_alive()
+    deadline = time.monotonic() + 5
+    while _running(helper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(helper), "the helper outlived stop()"
+    assert "GET /health" in server.log_tail()
