@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from vllm_factory.testing.server import SubprocessServer, free_port
+from vllm_factory.testing.usage import is_running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads the Linux process table")
 
@@ -33,14 +34,6 @@ class FileServer(SubprocessServer):
         self.env = dict(os.environ)
 
 
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def test_stop_leaves_no_process_the_server_started(tmp_path: Path) -> None:
     (tmp_path / "health").write_text("ok")
     pid_file = tmp_path / "helper.pid"
@@ -48,10 +41,10 @@ def test_stop_leaves_no_process_the_server_started(tmp_path: Path) -> None:
     with server:
         assert server.is_alive() and server.startup_seconds is not None
         helper = int(pid_file.read_text())
-        assert _running(helper)
+        assert is_running(helper)
     assert not server.is_alive()
     deadline = time.monotonic() + 5
-    while _running(helper) and time.monotonic() < deadline:
+    while is_running(helper) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _running(helper), "the helper outlived stop()"
+    assert not is_running(helper), "the helper outlived stop()"
     assert "GET /health" in server.log_tail()

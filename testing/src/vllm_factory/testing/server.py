@@ -32,7 +32,7 @@ from typing import Any, Self
 
 import httpx
 from vllm_factory.testing.report import REPORT_ENV, record
-from vllm_factory.testing.usage import process_tree
+from vllm_factory.testing.usage import is_running, process_tree
 
 logger = logging.getLogger(__name__)
 
@@ -221,23 +221,14 @@ class SubprocessServer:
 def _kill_survivors(pids: Sequence[int], grace: float) -> None:
     """SIGKILL those of ``pids`` still alive after ``grace`` seconds."""
     deadline = time.monotonic() + grace
-    alive = [pid for pid in pids if _alive(pid)]
+    alive = [pid for pid in pids if is_running(pid)]
     while alive and time.monotonic() < deadline:
         time.sleep(0.2)
-        alive = [pid for pid in alive if _alive(pid)]
+        alive = [pid for pid in alive if is_running(pid)]
     for pid in alive:
         logger.warning("process %d outlived its server: killing it", pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie, exited but not yet reaped, counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 class VllmServer(SubprocessServer):

@@ -38,7 +38,7 @@ from typing import Self
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Usage", "process_tree", "profile_summary", "role_of"]
+__all__ = ["Usage", "is_running", "process_tree", "profile_summary", "role_of"]
 
 _PROC = Path("/proc")
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -53,6 +53,15 @@ def _stat(pid: int) -> tuple[int, float] | None:
     # The command name (field 2) may hold spaces and parentheses: split after its last ")".
     fields = text[text.rindex(")") + 2 :].split()
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def is_running(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, exited but not yet reaped, counts as gone)."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")
 
 
 def process_tree(root: int) -> list[int]:
