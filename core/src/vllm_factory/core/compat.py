@@ -32,9 +32,11 @@ __all__ = [
     "PoolingParams",
     "PoolingParamsUpdate",
     "SupportsLateInteraction",
+    "compiles_with_vllm_attention",
     "cpu_attention_isa",
     "custom_ops",
     "default_pooling_type",
+    "exact_attention_needed",
     "fetch_media_bytes",
     "flash_attn_varlen_func",
     "media_connector",
@@ -126,6 +128,26 @@ def fetch_media_bytes(connector: Any, url: str, max_bytes: int) -> bytes:
     return connector.load_from_url(
         url, _RawBytes(max_bytes), fetch_timeout=envs.VLLM_IMAGE_FETCH_TIMEOUT
     )
+
+
+# -- vLLM's attention in our encoders --------------------------------------------------------
+
+
+def exact_attention_needed(dtype: torch.dtype, device_type: str) -> bool:
+    """True where vLLM's attention is not exact enough for fp32 parity: fp32 on CUDA, where
+    vLLM's backend (``TRITON_ATTN``) multiplies in TF32 (served ModernBERT vectors moved up to
+    3e-4 from PyLate's on an H100). Encoders then keep their own attention, eagerly."""
+    return dtype == torch.float32 and device_type == "cuda"
+
+
+def compiles_with_vllm_attention(vllm_config: Any) -> bool:
+    """``enable_if`` of ``support_torch_compile`` for an encoder whose compiled path runs
+    vLLM's attention: everywhere but where :func:`exact_attention_needed`, and never for a
+    config without a model (an encoder built outside vLLM's engine, as in tests)."""
+    model, device = vllm_config.model_config, vllm_config.device_config
+    if model is None:
+        return False
+    return not exact_attention_needed(model.dtype, device.device_type)
 
 
 # -- vLLM's own kernels: private modules, reached only from here ---------------------------------

@@ -125,7 +125,8 @@ def test_fp32_on_cuda_keeps_the_exact_eager_path():
     H100): there the encoder neither compiles nor uses vLLM's attention; elsewhere it does."""
     from types import SimpleNamespace
 
-    from vllm_factory.backbones.modernbert.encoder import _compiles, exact_attention_needed
+    from vllm_factory.core.compat import compiles_with_vllm_attention as _compiles
+    from vllm_factory.core.compat import exact_attention_needed
 
     def config(dtype, device_type):
         return SimpleNamespace(

@@ -1,5 +1,9 @@
 """Our packed bidirectional Gemma3 encoder and head vs transformers' ``Gemma3TextModel`` on the
-same random weights, in-process (no server). Texts longer than the sliding window, GQA."""
+same random weights, in-process (no server). Texts longer than the sliding window, GQA.
+
+Built outside vLLM: our packed attention layouts (``vllm_attention=False``), no compile. The
+path vLLM serves (its attention, compiled) is compared with the reference by the parity
+suite, through a real server."""
 
 from __future__ import annotations
 
@@ -23,6 +27,16 @@ def tiny_config(**overrides):
     return transformers.Gemma3TextConfig(**kwargs)
 
 
+def encoder(config, half_window):
+    """The encoder as code outside vLLM builds it: our layouts, vLLM's compile off."""
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+
+    eager = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+    return encoder_module.Gemma3BidirectionalEncoder(
+        config, half_window=half_window, vllm_attention=False, vllm_config=eager
+    )
+
+
 @pytest.fixture(scope="module")
 def models():
     torch.manual_seed(0)
@@ -32,7 +46,7 @@ def models():
         for name, param in reference.named_parameters():
             if name.endswith("norm.weight"):
                 param.normal_(0.0, 0.2)
-    ours = encoder_module.Gemma3BidirectionalEncoder(config, half_window=8 // 2).eval()
+    ours = encoder(config, 8 // 2).eval()
     ours.load_weights(reference.state_dict().items())
     return reference, ours
 
@@ -53,7 +67,7 @@ def test_window_matters(models):
     """A sliding window of 8 changes a 30-token sequence's states (so the test above sees it)."""
     _, ours = models
     ids = torch.randint(0, 97, (30,))
-    wide = encoder_module.Gemma3BidirectionalEncoder(ours.config, half_window=None).eval()
+    wide = encoder(ours.config, None).eval()
     wide.load_weights(ours.state_dict().items())
     with torch.no_grad():
         assert not torch.allclose(ours(ids, torch.arange(30)), wide(ids, torch.arange(30)))
@@ -61,7 +75,7 @@ def test_window_matters(models):
 
 def test_missing_weights_are_an_error(models):
     _, ours = models
-    fresh = encoder_module.Gemma3BidirectionalEncoder(ours.config, half_window=4)
+    fresh = encoder(ours.config, 4)
     state = dict(ours.state_dict())
     state.pop("norm.weight")
     with pytest.raises(ValueError, match="norm.weight"):

@@ -76,17 +76,6 @@ def rope_theta(config, layer_type: str) -> float:
     return float(getattr(config, "local_rope_theta", 10000.0))
 
 
-def exact_attention_needed(dtype: torch.dtype, device_type: str) -> bool:
-    """True where vLLM's attention is not exact enough for fp32 parity (see the module
-    docstring): fp32 on CUDA."""
-    return dtype == torch.float32 and device_type == "cuda"
-
-
-def _compiles(vllm_config) -> bool:
-    model, device = vllm_config.model_config, vllm_config.device_config
-    return not exact_attention_needed(model.dtype, device.device_type)
-
-
 def norm_eps(config) -> float:
     return float(getattr(config, "norm_eps", None) or getattr(config, "layer_norm_eps", 1e-5))
 
@@ -223,7 +212,9 @@ class Layer(nn.Module):
         return hidden_states + self.mlp(normed)
 
 
-@support_torch_compile(dynamic_arg_dims={"input_ids": 0, "positions": 0}, enable_if=_compiles)
+@support_torch_compile(
+    dynamic_arg_dims={"input_ids": 0, "positions": 0}, enable_if=compat.compiles_with_vllm_attention
+)
 class ModernBertEncoder(nn.Module):
     """Embeddings -> N layers -> final norm, on vLLM's packed ``[T]`` token batch."""
 
@@ -234,7 +225,7 @@ class ModernBertEncoder(nn.Module):
         types = layer_types(config)
         # vLLM builds the model with its dtype and device as torch's defaults.
         device = torch.get_default_device().type
-        self.vllm_attention = not exact_attention_needed(torch.get_default_dtype(), device)
+        self.vllm_attention = not compat.exact_attention_needed(torch.get_default_dtype(), device)
         self.layers = nn.ModuleList(
             Layer(config, i, types[i], f"{prefix}.layers.{i}", self.vllm_attention)
             for i in range(config.num_hidden_layers)

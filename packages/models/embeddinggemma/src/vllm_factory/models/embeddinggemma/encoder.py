@@ -5,15 +5,23 @@ Weight names follow Hugging Face's ``Gemma3TextModel`` (``embed_tokens``,
 ``layers.N.mlp.{gate,up,down}_proj``, the four per-layer norms and ``norm``), which is how a
 sentence-transformers EmbeddingGemma checkpoint stores them at its top level.
 
-Attention is the packed layout shared with the ModernBERT backbone
-(``vllm_factory.backbones.modernbert.attention``): sequences are found from the positions (every
-prompt starts at position 0, whole prompts per step for encoder-only models) and attended by
-vLLM's CPU attention kernel on CPU, FlashAttention varlen on CUDA in bf16/fp16, else
-``scaled_dot_product_attention``. Global layers see every token of their sequence; sliding
-layers see keys within ``half_window`` tokens on either side, as Hugging Face's bidirectional
-Gemma3 mask does (``|query - key| < sliding_window // 2 + 1`` for the configured window).
-Plain ``torch.nn`` layers keep this independent of vLLM's layer signatures across versions;
-tensor parallelism is not supported (the model is small).
+Global layers see every token of their sequence; sliding layers see keys within
+``half_window`` tokens on either side, as Hugging Face's bidirectional Gemma3 mask does
+(``|query - key| < sliding_window // 2 + 1`` for the configured window). Two attention paths
+over the same weights:
+
+- vLLM's ``EncoderOnlyAttention`` (the backend vLLM picks for the device and dtype; a sliding
+  layer's window is ``half_window + 1``, vLLM's bound being exclusive). vLLM then compiles the
+  encoder with ``torch.compile`` and replays it from piecewise CUDA graphs split at attention,
+  as it does for its own Gemma3. Under compile the norms and RoPE are the kernels' PyTorch
+  fallbacks, which Inductor fuses.
+- Our packed layouts, shared with the ModernBERT backbone
+  (``vllm_factory.backbones.modernbert.attention``), eagerly: where vLLM's attention is not
+  exact enough for fp32 parity (fp32 on CUDA, ``compat.exact_attention_needed``), and when the
+  encoder is built outside vLLM (``vllm_attention=False``, the in-process tests).
+
+Plain ``torch.nn`` linear layers keep this independent of vLLM's layer signatures across
+versions; tensor parallelism is not supported (the model is small).
 """
 
 from __future__ import annotations
@@ -24,7 +32,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from vllm.compilation.decorators import support_torch_compile
+from vllm.model_executor.layers.attention import EncoderOnlyAttention
 from vllm_factory.backbones.modernbert.attention import attention_batch, packed_attention
+from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name, stack_tensors
 from vllm_factory.kernels import RMSNorm, RMSOptions, fused_rope
 
@@ -72,8 +83,25 @@ def build_rope(
     return freqs.cos(), freqs.sin()
 
 
+class Rotary(nn.Module):
+    """fp32 ``cos`` / ``sin`` halves of one layer type, built once on the model's device."""
+
+    def __init__(self, params: dict[str, Any], head_dim: int, max_positions: int) -> None:
+        super().__init__()
+        cos, sin = build_rope(params, head_dim, max_positions)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+
 class Attention(nn.Module):
-    def __init__(self, config: Any, layer_type: str, half_window: int | None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        layer_type: str,
+        half_window: int | None,
+        prefix: str = "",
+        vllm_attention: bool = True,
+    ) -> None:
         super().__init__()
         hidden = config.hidden_size
         self.num_heads = config.num_attention_heads
@@ -88,14 +116,28 @@ class Attention(nn.Module):
         self.scale = float(config.query_pre_attn_scalar) ** -0.5
         self.layer_type = layer_type
         self.half_window = half_window if layer_type == SLIDING else None
+        self.attn = None
+        if vllm_attention:
+            window = None if self.half_window is None else self.half_window + 1
+            self.attn = EncoderOnlyAttention(
+                self.num_heads,
+                self.head_dim,
+                self.scale,
+                num_kv_heads=self.num_kv_heads,
+                prefix=f"{prefix}.attn",
+                per_layer_sliding_window=window,
+            )
 
-    def forward(self, x, positions, batch, rope) -> torch.Tensor:
+    def forward(self, x, positions, batch, rope: Rotary) -> torch.Tensor:
+        """``batch`` None: vLLM's attention; else one of our packed layouts."""
         tokens = x.shape[0]
         q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
         q = self.q_norm(q.view(tokens, self.num_heads, self.head_dim))
         k = self.k_norm(k.view(tokens, self.num_kv_heads, self.head_dim))
         v = v.view(tokens, self.num_kv_heads, self.head_dim)
-        q, k = fused_rope(q, k, positions, *rope)
+        q, k = fused_rope(q, k, positions, rope.cos, rope.sin)
+        if batch is None:
+            return self.o_proj(self.attn(q.flatten(1), k.flatten(1), v.flatten(1)))
         if self.num_kv_heads != self.num_heads:  # grouped-query attention
             repeat = self.num_heads // self.num_kv_heads
             k = k.repeat_interleave(repeat, dim=1)
@@ -122,11 +164,20 @@ class MLP(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(self, config: Any, layer_type: str, half_window: int | None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        layer_type: str,
+        half_window: int | None,
+        prefix: str = "",
+        vllm_attention: bool = True,
+    ) -> None:
         super().__init__()
         eps = config.rms_norm_eps
         self.input_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
-        self.self_attn = Attention(config, layer_type, half_window)
+        self.self_attn = Attention(
+            config, layer_type, half_window, f"{prefix}.self_attn", vllm_attention
+        )
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
         self.pre_feedforward_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
         self.mlp = MLP(config)
@@ -139,36 +190,44 @@ class Layer(nn.Module):
         return x + self.post_feedforward_layernorm(mlp)
 
 
+@support_torch_compile(
+    dynamic_arg_dims={"input_ids": 0, "positions": 0},
+    enable_if=compat.compiles_with_vllm_attention,
+)
 class Gemma3BidirectionalEncoder(nn.Module):
-    """Scaled embeddings -> N Gemma3 layers (bidirectional) -> final norm, on ``[T]`` tokens."""
+    """Scaled embeddings -> N Gemma3 layers (bidirectional) -> final norm, on ``[T]`` tokens.
 
-    def __init__(self, config: Any, half_window: int | None) -> None:
+    ``vllm_attention``: None (in vLLM) decides from the dtype and device the model is built
+    with (see the module docstring); False keeps our packed layouts, for use outside vLLM."""
+
+    def __init__(
+        self, config, half_window: int | None, prefix: str = "", vllm_attention=None
+    ) -> None:
         super().__init__()
         if getattr(config, "attn_logit_softcapping", None) is not None:
             raise ValueError("attention logit soft-capping is not supported")
+        if vllm_attention is None:
+            # vLLM builds the model with its dtype and device as torch's defaults.
+            device = torch.get_default_device().type
+            vllm_attention = not compat.exact_attention_needed(torch.get_default_dtype(), device)
+        self.vllm_attention = bool(vllm_attention)
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.embed_scale = float(config.hidden_size) ** 0.5
         types = layer_types(config)
         self.layers = nn.ModuleList(
-            Layer(config, types[i], half_window) for i in range(config.num_hidden_layers)
+            Layer(config, types[i], half_window, f"{prefix}.layers.{i}", self.vllm_attention)
+            for i in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, GEMMA_RMS)
-        self._rope_params = {t: rope_parameters(config, t) for t in set(types)}
-        self._rope: dict[tuple[str, torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def rope_for(self, layer_type: str, device: torch.device):
-        key = (layer_type, device)
-        cache = self._rope.get(key)
-        if cache is None:
-            cos, sin = build_rope(
-                self._rope_params[layer_type],
-                self.config.head_dim,
-                self.config.max_position_embeddings,
-            )
-            cache = (cos.to(device), sin.to(device))
-            self._rope[key] = cache
-        return cache
+        self.rope = nn.ModuleDict(
+            {
+                t: Rotary(
+                    rope_parameters(config, t), config.head_dim, config.max_position_embeddings
+                )
+                for t in sorted(set(types))
+            }
+        )
 
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         weight = self.embed_tokens.weight
@@ -177,10 +236,12 @@ class Gemma3BidirectionalEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         hidden = self.embed_input_ids(input_ids)
-        # head_dim + dtype let the layout pick vLLM's CPU attention kernel / FlashAttention.
-        batch = attention_batch(positions, None, self.config.head_dim, hidden.dtype)
+        batch = None
+        if not self.vllm_attention:
+            # head_dim + dtype let the layout pick vLLM's CPU kernel / FlashAttention varlen.
+            batch = attention_batch(positions, None, self.config.head_dim, hidden.dtype)
         for layer in self.layers:
-            rope = self.rope_for(layer.self_attn.layer_type, hidden.device)
+            rope = self.rope[layer.self_attn.layer_type]
             hidden = layer(hidden, positions, batch, rope)
         return self.norm(hidden)
 

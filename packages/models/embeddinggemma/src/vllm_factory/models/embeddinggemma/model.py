@@ -82,7 +82,12 @@ class EmbeddingGemma(FactoryModel):
         self.settings = read_settings(
             files, hf_config.hidden_size, getattr(hf_config, "matryoshka_dimensions", None)
         )
-        self.model = Gemma3BidirectionalEncoder(hf_config, sliding_half_window(files, hf_config))
+        self.model = Gemma3BidirectionalEncoder(
+            vllm_config=vllm_config,
+            prefix=f"{prefix}model",
+            config=hf_config,
+            half_window=sliding_half_window(files, hf_config),
+        )
         head = EmbeddingGemmaHead(self.settings, dtype=model_config.head_dtype)
         self.pooler = EmbeddingPoolerAdapter(head, tasks=TASKS)
         logger.info(
