@@ -164,20 +164,11 @@ class MLP(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(
-        self,
-        config: Any,
-        layer_type: str,
-        half_window: int | None,
-        prefix: str = "",
-        vllm_attention: bool = True,
-    ) -> None:
+    def __init__(self, config: Any, self_attn: Attention) -> None:
         super().__init__()
         eps = config.rms_norm_eps
         self.input_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
-        self.self_attn = Attention(
-            config, layer_type, half_window, f"{prefix}.self_attn", vllm_attention
-        )
+        self.self_attn = self_attn
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
         self.pre_feedforward_layernorm = RMSNorm(config.hidden_size, eps, GEMMA_RMS)
         self.mlp = MLP(config)
@@ -216,7 +207,16 @@ class Gemma3BidirectionalEncoder(nn.Module):
         self.embed_scale = float(config.hidden_size) ** 0.5
         types = layer_types(config)
         self.layers = nn.ModuleList(
-            Layer(config, types[i], half_window, f"{prefix}.layers.{i}", self.vllm_attention)
+            Layer(
+                config,
+                Attention(
+                    config,
+                    types[i],
+                    half_window,
+                    f"{prefix}.layers.{i}.self_attn",
+                    self.vllm_attention,
+                ),
+            )
             for i in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, GEMMA_RMS)
