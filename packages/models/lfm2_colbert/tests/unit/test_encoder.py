@@ -9,6 +9,13 @@ transformers = pytest.importorskip("transformers")
 from vllm_factory.models.lfm2_colbert.encoder import Lfm2Encoder
 
 
+def eager_vllm_config():
+    """Built outside vLLM's engine: vLLM's compile off (the op runs eagerly)."""
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+
+    return VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+
+
 def random_lfm2(conv_bias: bool = False):
     config = transformers.Lfm2Config(
         vocab_size=300,
@@ -28,7 +35,7 @@ def random_lfm2(conv_bias: bool = False):
         for name, param in reference.named_parameters():
             if "conv.conv" in name or "norm" in name or name.endswith("bias"):
                 param.normal_(1.0 if "norm" in name else 0.0, 0.5)
-    ours = Lfm2Encoder(config).eval()
+    ours = Lfm2Encoder(config, vllm_config=eager_vllm_config()).eval()
     loaded = ours.load_weights((f"model.{n}", t) for n, t in reference.state_dict().items())
     assert loaded == {name for name, _ in ours.named_parameters()}
     return reference, ours
@@ -61,3 +68,21 @@ def test_hidden_tokens_match_a_padded_batch():
         want = reference(input_ids=ids, attention_mask=mask).last_hidden_state
         got = ours.forward_hidden_keys(ids.flatten(), packed([12, 12]), (mask == 0).flatten())
     torch.testing.assert_close(got, want.reshape(24, -1), rtol=0, atol=2e-5)
+
+
+def test_attention_is_a_splitting_op_of_the_compiled_graph():
+    """vLLM must split the compiled graph at our attention op (it reads the layout on the
+    host), and the op's fake implementation gives compile the output's shape."""
+    from vllm_factory.models.lfm2_colbert.encoder import ATTENTION_OP, split_at_attention
+
+    config = eager_vllm_config()
+    config.compilation_config.splitting_ops = ["vllm::unified_attention"]
+    split_at_attention(config)
+    split_at_attention(config)
+    assert config.compilation_config.splitting_ops == ["vllm::unified_attention", ATTENTION_OP]
+    q = torch.randn(7, 2, 8)
+    with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+        fq, fk, fv = (mode.from_tensor(q) for _ in range(3))
+        positions = mode.from_tensor(torch.arange(7))
+        out = torch.ops.vllm_factory.lfm2_causal_attention(fq, fk, fv, positions, 0.5)
+    assert out.shape == q.shape

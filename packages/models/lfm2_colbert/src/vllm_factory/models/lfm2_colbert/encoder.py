@@ -9,6 +9,17 @@ a batch of more than one row.
 
 Module and parameter names follow transformers' ``Lfm2Model``, so checkpoint tensors load
 by name. Plain torch layers (no tensor parallelism): the model is 350M parameters.
+
+Compiled by vLLM: ``forward`` (every key visible) carries ``support_torch_compile``. No vLLM
+attention backend is causal without a KV cache, so attention is our own op,
+``vllm_factory::lfm2_causal_attention`` (SDPA per run of equal-length sequences), which the
+encoder adds to vLLM's splitting ops: vLLM splits the graph there as at its own attention,
+replays the rest (projections, norms, convolutions, MLPs) from piecewise CUDA graphs, and runs
+the op eagerly between them, where it reads the sequence layout from the positions (one host
+sync per attention layer). The convolutions need no layout: a token reads the ``k``-th
+previous token only where its own position is at least ``k``, which stays correct when vLLM
+pads a batch for a CUDA graph (padding sits after the last sequence, and nothing reads ahead).
+``forward_hidden_keys`` (PyLate's hidden query expansion) runs eagerly.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from vllm.compilation.decorators import support_torch_compile
 from vllm_factory.core.weights import load_by_name, stack_tensors
 from vllm_factory.kernels import RMSNorm, RMSOptions
 from vllm_factory.models.lfm2_colbert.packing import PackedSequences
@@ -63,6 +75,41 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + rotated * sin
 
 
+ATTENTION_OP = "vllm_factory::lfm2_causal_attention"
+
+
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: PackedSequences, scale: float
+) -> torch.Tensor:
+    """Causal attention of each packed sequence, ``[T, H, D]`` in and out (``k`` / ``v``
+    already repeated to the query heads)."""
+    heads, head_dim = q.shape[1], q.shape[2]
+    out = torch.empty_like(q)
+    for run in batch.runs:
+        shape = (run.size, run.length, heads, head_dim)
+        qr, kr, vr = (t[run.span].view(shape).transpose(1, 2) for t in (q, k, v))
+        if run.keys is None:
+            o = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, scale=scale)
+        else:
+            mask = run.causal_mask()
+            o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, scale=scale)
+        out[run.span].view(shape).copy_(o.transpose(1, 2))
+    return out
+
+
+@torch.library.custom_op(ATTENTION_OP, mutates_args=())
+def causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """:func:`attend` with the layout read from ``positions``: the compiled path's split point."""
+    return attend(q, k, v, PackedSequences.from_positions(positions), scale)
+
+
+@causal_attention.register_fake
+def _(q, k, v, positions, scale):
+    return torch.empty_like(q)
+
+
 class Attention(nn.Module):
     def __init__(self, config) -> None:
         super().__init__()
@@ -78,8 +125,13 @@ class Attention(nn.Module):
         self.k_layernorm = RMSNorm(self.head_dim, config.norm_eps, LFM2_RMS)
 
     def forward(
-        self, x: torch.Tensor, batch: PackedSequences, rope: tuple[torch.Tensor, torch.Tensor]
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        batch: PackedSequences | None,
+        rope: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
+        """``batch`` None: the split-point op (compiled path); else :func:`attend` on it."""
         tokens = x.shape[0]
         q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
         q = self.q_layernorm(q.view(tokens, self.heads, self.head_dim))
@@ -89,17 +141,11 @@ class Attention(nn.Module):
         if self.kv_heads != self.heads:  # GQA: query head i reads kv head i // groups
             groups = self.heads // self.kv_heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-        out = torch.empty_like(q)
-        for run in batch.runs:
-            shape = (run.size, run.length, self.heads, self.head_dim)
-            qr, kr, vr = (t[run.span].view(shape).transpose(1, 2) for t in (q, k, v))
-            if run.keys is None:
-                o = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, scale=self.scale)
-            else:
-                mask = run.causal_mask()
-                o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, scale=self.scale)
-            out[run.span].view(shape).copy_(o.transpose(1, 2))
-        return self.out_proj(out.view(tokens, -1))
+        if batch is None:
+            out = torch.ops.vllm_factory.lfm2_causal_attention(q, k, v, positions, self.scale)
+        else:
+            out = attend(q, k, v, batch, self.scale)
+        return self.out_proj(out.reshape(tokens, -1))
 
 
 class ShortConv(nn.Module):
@@ -117,9 +163,12 @@ class ShortConv(nn.Module):
         self.in_proj = nn.Linear(hidden, 3 * hidden, bias=bias)
         self.out_proj = nn.Linear(hidden, hidden, bias=bias)
 
-    def forward(self, x: torch.Tensor, batch: PackedSequences) -> torch.Tensor:
-        if batch.hidden is not None:
-            x = x * (~batch.hidden).unsqueeze(-1).to(x.dtype)
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor, hidden: torch.Tensor | None
+    ) -> torch.Tensor:
+        """``hidden`` [T] bool: tokens whose input is zeroed (padding-like), or None."""
+        if hidden is not None:
+            x = x * (~hidden).unsqueeze(-1).to(x.dtype)
         b, c, h = self.in_proj(x).chunk(3, dim=-1)
         bx = b * h
         weight = self.conv.weight[:, 0, :]  # [H, width]; column width-1 multiplies token t
@@ -127,7 +176,7 @@ class ShortConv(nn.Module):
         for shift in range(1, self.width):
             # Token t reads token t - shift of its own sequence only (never across packing).
             previous = F.pad(bx[:-shift], (0, 0, shift, 0))
-            inside = (batch.positions >= shift).unsqueeze(-1).to(bx.dtype)
+            inside = (positions >= shift).unsqueeze(-1).to(bx.dtype)
             out = out + previous * inside * weight[:, -1 - shift]
         if self.conv.bias is not None:
             out = out + self.conv.bias
@@ -158,18 +207,30 @@ class Layer(nn.Module):
         self.operator_norm = RMSNorm(config.hidden_size, config.norm_eps, LFM2_RMS)
         self.ffn_norm = RMSNorm(config.hidden_size, config.norm_eps, LFM2_RMS)
 
-    def forward(self, x: torch.Tensor, batch: PackedSequences, rope) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor, batch: PackedSequences | None, rope
+    ) -> torch.Tensor:
         normed = self.operator_norm(x)
         if self.is_attention:
-            x = x + self.self_attn(normed, batch, rope)
+            x = x + self.self_attn(normed, positions, batch, rope)
         else:
-            x = x + self.conv(normed, batch)
+            x = x + self.conv(normed, positions, None if batch is None else batch.hidden)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
+def split_at_attention(vllm_config) -> None:
+    """Make vLLM's compile split the graph at our attention op, as at its own attention."""
+    compilation = getattr(vllm_config, "compilation_config", None)
+    ops = getattr(compilation, "splitting_ops", None)
+    if isinstance(ops, list) and ATTENTION_OP not in ops:
+        ops.append(ATTENTION_OP)
+
+
+@support_torch_compile(dynamic_arg_dims={"input_ids": 0, "positions": 0})
 class Lfm2Encoder(nn.Module):
-    def __init__(self, config) -> None:
+    def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
+        split_at_attention(vllm_config)
         kinds = layer_types(config)
         unknown = set(kinds) - {ATTENTION, CONV}
         if unknown:
@@ -193,7 +254,8 @@ class Lfm2Encoder(nn.Module):
         return angles.cos().to(dtype).unsqueeze(1), angles.sin().to(dtype).unsqueeze(1)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self.forward_hidden_keys(input_ids, positions, None)
+        """Every key visible: compiled by vLLM, attention through the split-point op."""
+        return self._encode(input_ids, positions, None)
 
     def forward_hidden_keys(
         self,
@@ -201,12 +263,19 @@ class Lfm2Encoder(nn.Module):
         positions: torch.Tensor,
         hidden_keys: torch.Tensor | None,
     ) -> torch.Tensor:
-        """``hidden_keys`` [T] bool: tokens no other token may attend to (or None)."""
+        """``hidden_keys`` [T] bool: tokens no other token may attend to (or None). Eager,
+        with the layout read once for every layer."""
+        return self._encode(
+            input_ids, positions, PackedSequences.from_positions(positions, hidden_keys)
+        )
+
+    def _encode(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, batch: PackedSequences | None
+    ) -> torch.Tensor:
         x = self.embed_tokens(input_ids)
-        batch = PackedSequences.from_positions(positions, hidden_keys)
         rope = self.rope(positions, x.dtype)
         for layer in self.layers:
-            x = layer(x, batch, rope)
+            x = layer(x, positions, batch, rope)
         return self.embedding_norm(x)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
