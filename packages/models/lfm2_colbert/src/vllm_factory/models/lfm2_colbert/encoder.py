@@ -16,7 +16,7 @@ attention backend is causal without a KV cache, so attention is our own op,
 encoder adds to vLLM's splitting ops: vLLM splits the graph there as at its own attention,
 replays the rest (projections, norms, convolutions, MLPs) from piecewise CUDA graphs, and runs
 the op eagerly between them, where it reads the sequence layout from the positions (one host
-sync per attention layer). The convolutions need no layout: a token reads the ``k``-th
+sync per attention layer) and writes into an output buffer the graph allocated. The convolutions need no layout: a token reads the ``k``-th
 previous token only where its own position is at least ``k``, which stays correct when vLLM
 pads a batch for a CUDA graph (padding sits after the last sequence, and nothing reads ahead).
 ``forward_hidden_keys`` (PyLate's hidden query expansion) runs eagerly.
@@ -79,12 +79,16 @@ ATTENTION_OP = "vllm_factory::lfm2_causal_attention"
 
 
 def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: PackedSequences, scale: float
-) -> torch.Tensor:
-    """Causal attention of each packed sequence, ``[T, H, D]`` in and out (``k`` / ``v``
-    already repeated to the query heads)."""
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    batch: PackedSequences,
+    scale: float,
+    out: torch.Tensor,
+) -> None:
+    """Causal attention of each packed sequence, ``[T, H, D]``, written into ``out`` (``k`` /
+    ``v`` already repeated to the query heads)."""
     heads, head_dim = q.shape[1], q.shape[2]
-    out = torch.empty_like(q)
     for run in batch.runs:
         shape = (run.size, run.length, heads, head_dim)
         qr, kr, vr = (t[run.span].view(shape).transpose(1, 2) for t in (q, k, v))
@@ -94,20 +98,29 @@ def attend(
             mask = run.causal_mask()
             o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, scale=scale)
         out[run.span].view(shape).copy_(o.transpose(1, 2))
-    return out
 
 
-@torch.library.custom_op(ATTENTION_OP, mutates_args=())
+# The compiled path's split point. It writes into ``out``, which the graph piece before it
+# allocated, rather than returning a new tensor: under piecewise CUDA graphs the piece after
+# it replays reading the addresses seen at capture, so a fresh output tensor would be read
+# from a stale buffer (H200: served vectors at cosine 0.13 of PyLate's). vLLM's own attention
+# ops take an output buffer for the same reason.
+@torch.library.custom_op(ATTENTION_OP, mutates_args=("out",))
 def causal_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, scale: float
-) -> torch.Tensor:
-    """:func:`attend` with the layout read from ``positions``: the compiled path's split point."""
-    return attend(q, k, v, PackedSequences.from_positions(positions), scale)
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    positions: torch.Tensor,
+    scale: float,
+    out: torch.Tensor,
+) -> None:
+    """:func:`attend` with the layout read from ``positions`` (one host sync)."""
+    attend(q, k, v, PackedSequences.from_positions(positions), scale, out)
 
 
 @causal_attention.register_fake
-def _(q, k, v, positions, scale):
-    return torch.empty_like(q)
+def _(q, k, v, positions, scale, out) -> None:
+    return None
 
 
 class Attention(nn.Module):
@@ -141,11 +154,12 @@ class Attention(nn.Module):
         if self.kv_heads != self.heads:  # GQA: query head i reads kv head i // groups
             groups = self.heads // self.kv_heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        out = torch.empty_like(q)
         if batch is None:
-            out = torch.ops.vllm_factory.lfm2_causal_attention(q, k, v, positions, self.scale)
+            torch.ops.vllm_factory.lfm2_causal_attention(q, k, v, positions, self.scale, out)
         else:
-            out = attend(q, k, v, batch, self.scale)
-        return self.out_proj(out.reshape(tokens, -1))
+            attend(q, k, v, batch, self.scale, out)
+        return self.out_proj(out.view(tokens, -1))
 
 
 class ShortConv(nn.Module):
