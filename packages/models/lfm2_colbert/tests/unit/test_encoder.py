@@ -72,13 +72,13 @@ def test_hidden_tokens_match_a_padded_batch():
 
 def test_attention_is_a_splitting_op_of_the_compiled_graph():
     """vLLM must split the compiled graph at our attention op (it reads the layout on the
-    host)."""
-    from vllm_factory.models.lfm2_colbert.encoder import ATTENTION_OP, split_at_attention
+    host): building the encoder adds it to vLLM's splitting ops."""
+    from vllm_factory.models.lfm2_colbert.encoder import ATTENTION_OP
 
+    reference, _ = random_lfm2()
     config = eager_vllm_config()
     config.compilation_config.splitting_ops = ["vllm::unified_attention"]
-    split_at_attention(config)
-    split_at_attention(config)
+    Lfm2Encoder(reference.config, vllm_config=config)
     assert config.compilation_config.splitting_ops == ["vllm::unified_attention", ATTENTION_OP]
 
 

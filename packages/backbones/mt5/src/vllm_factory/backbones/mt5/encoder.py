@@ -6,6 +6,14 @@ norm. Dropout is ignored (inference only). Weight names are mapped from Hugging 
 ``T5EncoderModel`` / ``MT5EncoderModel`` (also accepted inside a full T5 checkpoint or a
 GLiNER checkpoint) in ``load_weights``.
 
+Compiled by vLLM (``support_torch_compile``, inside an engine): attention, which needs the
+sequence layout, is the torch custom op ``vllm_factory::t5_attention``, added to vLLM's
+splitting ops. vLLM splits the graph there, replays the rest (norms, projections,
+feed-forward) from piecewise CUDA graphs and runs the op eagerly between them: it groups
+the sequences and builds their bias masks once per step (shared by every layer, as T5 shares
+the bias) and writes into an output buffer the graph allocated. Padding that vLLM adds for a
+CUDA graph has position 0: each padding token is a sequence of its own.
+
 fp16: T5 activations are known to overflow fp16 (mT5 especially); Hugging Face clamps the
 residual stream to the fp16 range after each sublayer, and so do we in fp16. We serve fp32
 and bf16, where none of this applies.
@@ -19,6 +27,7 @@ from collections.abc import Iterable, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
+from vllm.compilation.decorators import support_torch_compile
 from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
 from vllm.model_executor.layers.linear import (
     ColumnParallelLinear,
@@ -95,6 +104,46 @@ class RMSNorm(nn.Module):
         return x, residual
 
 
+ATTENTION_OP = "vllm_factory::t5_attention"
+
+
+# The split point of the compiled encoder. It writes into ``out``, which the graph piece
+# before it allocated, rather than returning a tensor: under piecewise CUDA graphs the next
+# piece replays reading the addresses seen at capture.
+@torch.library.custom_op(ATTENTION_OP, mutates_args=("out",))
+def t5_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    positions: torch.Tensor,
+    table: torch.Tensor,
+    num_buckets: int,
+    max_distance: int,
+    first_head: int,
+    min_fill: float | None,
+    out: torch.Tensor,
+) -> None:
+    """Biased attention of packed ``[T, H, D]`` q/k/v (this rank's ``H`` heads from
+    ``first_head``; ``table`` ``[num_buckets, all heads]``) into ``out``."""
+    heads = q.shape[1]
+    local = slice(first_head, first_head + heads)
+
+    def bias(length: int) -> torch.Tensor:
+        return position_bias(table, length, num_buckets, max_distance, local).to(q.dtype)
+
+    groups = compat.step_cached(
+        ("t5", num_buckets, max_distance, first_head, min_fill, q.dtype),
+        positions,
+        lambda: SequenceGroups.from_positions(positions, bias, heads, min_fill),
+    )
+    groups.attend(q, k, v, out)
+
+
+@t5_attention.register_fake
+def _(q, k, v, positions, table, num_buckets, max_distance, first_head, min_fill, out):
+    return None
+
+
 class Attention(nn.Module):
     def __init__(self, config, prefix: str = "") -> None:
         super().__init__()
@@ -105,11 +154,16 @@ class Attention(nn.Module):
         )
         self.o = RowParallelLinear(inner, config.d_model, bias=False, prefix=f"{prefix}.o")
 
-    def forward(self, hidden_states: torch.Tensor, groups: SequenceGroups) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, positions: torch.Tensor, bias: tuple
+    ) -> torch.Tensor:
+        """``bias``: the op's ``(table, num_buckets, max_distance, first_head, min_fill)``."""
         qkv, _ = self.qkv(hidden_states)
         heads = qkv.shape[1] // (3 * self.head_dim)  # this rank's heads
         q, k, v = qkv.view(-1, 3, heads, self.head_dim).unbind(1)
-        return self.o(groups.attend(q, k, v))[0]
+        out = q.new_empty(q.shape)
+        torch.ops.vllm_factory.t5_attention(q, k, v, positions, *bias, out)
+        return self.o(out.view(out.shape[0], -1))[0]
 
 
 class FeedForward(nn.Module):
@@ -184,11 +238,16 @@ def map_hf_name(name: str) -> tuple[str, str | int | None] | None:
     return None
 
 
+@support_torch_compile(
+    dynamic_arg_dims={"input_ids": 0, "positions": 0, "inputs_embeds": 0},
+    enable_if=compat.compiles_in_engine,
+)
 class MT5Encoder(nn.Module):
     """Embedding -> N blocks -> final norm, on vLLM's packed ``[T]`` token batch."""
 
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
+        compat.split_graph_at(vllm_config, ATTENTION_OP)
         self.config = config
         self.num_buckets = config.relative_attention_num_buckets
         self.max_distance = getattr(config, "relative_attention_max_distance", 128)
@@ -209,12 +268,6 @@ class MT5Encoder(nn.Module):
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.shared(input_ids)
 
-    def position_bias(self, length: int, dtype: torch.dtype) -> torch.Tensor:
-        """``[local heads, length, length]`` relative position bias."""
-        table = self.relative_attention_bias.weight
-        bias = position_bias(table, length, self.num_buckets, self.max_distance, self._heads)
-        return bias.to(dtype)
-
     def forward(
         self,
         input_ids: torch.Tensor | None,
@@ -226,17 +279,12 @@ class MT5Encoder(nn.Module):
             residual = self.shared(input_ids)
         else:
             residual = inputs_embeds.clone()  # the residual stream is updated in place
-        dtype = residual.dtype
-        groups = SequenceGroups.from_positions(
-            positions,
-            lambda length: self.position_bias(length, dtype),
-            self.local_heads,
-            self.min_fill,
-        )
+        table = self.relative_attention_bias.weight
+        bias = (table, self.num_buckets, self.max_distance, self._heads.start, self.min_fill)
         hidden = self.blocks[0].attn_norm(residual)
         norms = [*(block.attn_norm for block in self.blocks[1:]), self.final_norm]
         for block, next_norm in zip(self.blocks, norms):
-            attn = block.attn(hidden, groups)
+            attn = block.attn(hidden, positions, bias)
             hidden, residual = block.ff_norm.add_and_norm(attn, residual)
             hidden, residual = next_norm.add_and_norm(block.ff(hidden), residual)
         return hidden

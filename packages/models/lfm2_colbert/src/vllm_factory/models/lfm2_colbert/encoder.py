@@ -16,7 +16,8 @@ attention backend is causal without a KV cache, so attention is our own op,
 encoder adds to vLLM's splitting ops: vLLM splits the graph there as at its own attention,
 replays the rest (projections, norms, convolutions, MLPs) from piecewise CUDA graphs, and runs
 the op eagerly between them, where it reads the sequence layout from the positions (one host
-sync per attention layer) and writes into an output buffer the graph allocated. The convolutions need no layout: a token reads the ``k``-th
+sync per step, shared by every attention layer) and writes into an output buffer the graph
+allocated. The convolutions need no layout: a token reads the ``k``-th
 previous token only where its own position is at least ``k``, which stays correct when vLLM
 pads a batch for a CUDA graph (padding sits after the last sequence, and nothing reads ahead).
 ``forward_hidden_keys`` (PyLate's hidden query expansion) runs eagerly.
@@ -30,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from vllm.compilation.decorators import support_torch_compile
+from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name, stack_tensors
 from vllm_factory.kernels import RMSNorm, RMSOptions
 from vllm_factory.models.lfm2_colbert.packing import PackedSequences
@@ -114,8 +116,9 @@ def causal_attention(
     scale: float,
     out: torch.Tensor,
 ) -> None:
-    """:func:`attend` with the layout read from ``positions`` (one host sync)."""
-    attend(q, k, v, PackedSequences.from_positions(positions), scale, out)
+    """:func:`attend` with the layout read from ``positions`` (once per step)."""
+    batch = compat.step_cached("lfm2", positions, lambda: PackedSequences.from_positions(positions))
+    attend(q, k, v, batch, scale, out)
 
 
 @causal_attention.register_fake
@@ -232,19 +235,11 @@ class Layer(nn.Module):
         return x + self.feed_forward(self.ffn_norm(x))
 
 
-def split_at_attention(vllm_config) -> None:
-    """Make vLLM's compile split the graph at our attention op, as at its own attention."""
-    compilation = getattr(vllm_config, "compilation_config", None)
-    ops = getattr(compilation, "splitting_ops", None)
-    if isinstance(ops, list) and ATTENTION_OP not in ops:
-        ops.append(ATTENTION_OP)
-
-
 @support_torch_compile(dynamic_arg_dims={"input_ids": 0, "positions": 0})
 class Lfm2Encoder(nn.Module):
     def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
-        split_at_attention(vllm_config)
+        compat.split_graph_at(vllm_config, ATTENTION_OP)
         kinds = layer_types(config)
         unknown = set(kinds) - {ATTENTION, CONV}
         if unknown:

@@ -1,0 +1,52 @@
+"""What compiled encoders with split-point ops of their own rely on (``compat``)."""
+
+import torch
+from vllm_factory.core import compat
+
+
+def _config(mode=None):
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+
+    return VllmConfig(compilation_config=CompilationConfig(mode=mode or CompilationMode.NONE))
+
+
+def test_split_graph_at_adds_each_op_once():
+    config = _config()
+    config.compilation_config.splitting_ops = ["vllm::unified_attention"]
+    compat.split_graph_at(config, "vllm_factory::probe")
+    compat.split_graph_at(config, "vllm_factory::probe")
+    assert config.compilation_config.splitting_ops == [
+        "vllm::unified_attention",
+        "vllm_factory::probe",
+    ]
+
+
+def test_compiles_only_inside_an_engine():
+    # A config without a model: an encoder built by hand, as in unit tests.
+    assert not compat.compiles_in_engine(_config())
+
+
+def test_step_cache_builds_once_per_step_and_per_positions():
+    """Every layer's split-point op asks for the layout; inside one model step (one vLLM
+    forward context) it is built once per positions tensor, and anew in the next step."""
+    from vllm.forward_context import set_forward_context
+
+    builds = []
+
+    def build():
+        builds.append(1)
+        return len(builds)
+
+    positions = torch.tensor([0, 1, 2, 0, 1])
+    other = torch.tensor([0, 0, 1])
+    config = _config()
+    with set_forward_context(None, config):
+        first = [compat.step_cached("probe", positions, build) for _ in range(4)]
+        assert first == [1, 1, 1, 1]
+        assert compat.step_cached("probe", other, build) == 2
+        assert compat.step_cached("other-key", positions, build) == 3
+    with set_forward_context(None, config):
+        assert compat.step_cached("probe", positions, build) == 4
+    # Outside a step nothing is cached.
+    assert compat.step_cached("probe", positions, build) == 5
+    assert compat.step_cached("probe", positions, build) == 6
