@@ -198,3 +198,25 @@ def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, name: str)
     # Nothing but stale positions (no sequence starts at all): finite, no error.
     with torch.no_grad():
         assert torch.isfinite(ours(torch.full((6,), 5), torch.arange(2, 8))).all()
+
+
+def test_ops_leave_no_row_of_the_buffer_unwritten() -> None:
+    """The graph allocates ``out`` with ``torch.empty``: whatever it held (NaN here) must not
+    survive in rows no sequence owns (stale positions before the first start), nor in a batch
+    with no sequence start at all."""
+    import vllm_factory.backbones.deberta.encoder  # noqa: F401  registers the ops
+
+    torch.manual_seed(0)
+    positions = torch.cat([torch.arange(4, 7), torch.arange(5), torch.zeros(2, dtype=torch.long)])
+    q, k, v = (torch.randn(10, 2, 32) for _ in range(3))
+    pos = torch.randn(16, 2, 32)
+    for rows in (positions, torch.arange(3, 13)):
+        out = torch.full_like(q, float("nan"))
+        torch.ops.vllm_factory.deberta_attention(q, k, v, rows, pos, pos, 3, 8, 8, 32, out)
+        assert torch.isfinite(out).all()
+        x = torch.randn(10, 8)
+        conv_out = torch.full_like(x, float("nan"))
+        weight = torch.randn(8, 8, 3)
+        torch.ops.vllm_factory.deberta_conv(x, rows, weight, None, 1, conv_out)
+        assert torch.isfinite(conv_out).all()
+    assert (out == 0).all()  # no sequence at all: every row zero

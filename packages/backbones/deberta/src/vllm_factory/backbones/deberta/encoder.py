@@ -133,13 +133,18 @@ def step_layout(positions: torch.Tensor, span: int, buckets: int, max_rel: int) 
     )
 
 
-def _clear_unowned(out: torch.Tensor, packed: PackedSequences) -> None:
-    """Zero the rows before the first sequence start (only a dummy run whose positions are
-    stale has them), so that they hold numbers rather than an empty buffer's contents."""
+def owned_layout(
+    positions: torch.Tensor, span: int, buckets: int, max_rel: int
+) -> tuple[int, PackedSequences]:
+    """The first row that a sequence owns, and the layout of the rows from it. Rows before
+    the first start (only a dummy run with stale positions has them) belong to no sequence;
+    the kernels need every row they see to be in one."""
+    packed = step_layout(positions, span, buckets, max_rel)
     starts = packed.layout.host_starts
-    first = starts[0] if starts else out.shape[0]
-    if first:
-        out[:first].zero_()
+    first = starts[0] if starts else positions.numel()
+    if 0 < first < positions.numel():
+        packed = PackedSequences.from_positions(positions[first:], span, buckets, max_rel)
+    return first, packed
 
 
 # The split points of the compiled encoder. Each writes into ``out``, which the graph piece
@@ -161,17 +166,17 @@ def packed_attention(
     out: torch.Tensor,
 ) -> None:
     """``flash_deberta_attention`` of packed ``[T, H, D]`` q/k/v into ``out``."""
-    packed = step_layout(positions, span, buckets, max_rel)
-    _clear_unowned(out, packed)
-    if not packed.max_seqlen:
-        return
-    out.copy_(
-        flash_deberta_attention(
-            q.contiguous(), k.contiguous(), v.contiguous(), packed.cu_seqlens,
-            packed.max_seqlen, pos_key, pos_query, scale_factor=scale_factor,
-            rel_index=packed.rel_index,
-        )
-    )  # fmt: skip
+    first, packed = owned_layout(positions, span, buckets, max_rel)
+    if first < q.shape[0]:
+        o = slice(first, None)
+        out[o].copy_(
+            flash_deberta_attention(
+                q[o].contiguous(), k[o].contiguous(), v[o].contiguous(), packed.cu_seqlens,
+                packed.max_seqlen, pos_key, pos_query, scale_factor=scale_factor,
+                rel_index=packed.rel_index,
+            )
+        )  # fmt: skip
+    out[:first].zero_()
 
 
 @packed_attention.register_fake
@@ -189,13 +194,12 @@ def packed_conv(
     out: torch.Tensor,
 ) -> None:
     """1-D convolution of each packed sequence on its own (zero padding at both ends)."""
-    packed = step_layout(positions, 0, -1, -1)
-    _clear_unowned(out, packed)
-    if not packed.max_seqlen:
-        return
-    padded = packed.pad(x).transpose(1, 2)
-    conv = F.conv1d(padded, weight, bias, padding=(weight.shape[-1] - 1) // 2, groups=groups)
-    out.copy_(packed.unpad(conv.transpose(1, 2)))
+    first, packed = owned_layout(positions, 0, -1, -1)
+    if first < x.shape[0]:
+        padded = packed.pad(x[first:]).transpose(1, 2)
+        conv = F.conv1d(padded, weight, bias, padding=(weight.shape[-1] - 1) // 2, groups=groups)
+        out[first:].copy_(packed.unpad(conv.transpose(1, 2)))
+    out[:first].zero_()
 
 
 @packed_conv.register_fake
