@@ -54,3 +54,31 @@ def ref_layernorm(
 
 def close(actual: torch.Tensor, expected: torch.Tensor, tol: float = 1e-5) -> None:
     torch.testing.assert_close(actual, expected, rtol=tol, atol=tol)
+
+
+def lstm_case(
+    lengths: list[int], width: int, hidden: int, seed: int = 0, layers: int = 1
+) -> tuple[torch.nn.LSTM, torch.Tensor, torch.Tensor]:
+    """A bidirectional ``nn.LSTM`` and a padded batch ``[B, T, width]`` (lengths longest first)."""
+    torch.manual_seed(seed)
+    lstm = torch.nn.LSTM(width, hidden, num_layers=layers, bidirectional=True, batch_first=True)
+    x = torch.randn(len(lengths), max(lengths), width)
+    return lstm.eval(), x, torch.tensor(lengths)
+
+
+def lstm_inputs(lstm: torch.nn.LSTM, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``bidirectional_lstm``'s inputs for layer 0 of ``lstm``: gates_x [B, T, 2, 4H], w_hh."""
+    w_ih = torch.stack([lstm.weight_ih_l0, lstm.weight_ih_l0_reverse])
+    bias = torch.stack(
+        [lstm.bias_ih_l0 + lstm.bias_hh_l0, lstm.bias_ih_l0_reverse + lstm.bias_hh_l0_reverse]
+    )
+    gates = torch.einsum("bti,dgi->btdg", x, w_ih.to(x.dtype)) + bias.to(x.dtype)
+    return gates, torch.stack([lstm.weight_hh_l0, lstm.weight_hh_l0_reverse]).to(x.dtype)
+
+
+def ref_lstm(lstm: torch.nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """torch's own packed bidirectional LSTM, padded back (zeros past each length)."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    packed = lstm(pack_padded_sequence(x, lengths, batch_first=True))[0]
+    return pad_packed_sequence(packed, batch_first=True, total_length=x.shape[1])[0]

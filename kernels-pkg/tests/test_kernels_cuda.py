@@ -6,8 +6,10 @@ import importlib.util
 
 import pytest
 import torch
+from kernels_reference import lstm_case, lstm_inputs, ref_lstm
 from vllm_factory.kernels import (
     _dispatch,
+    bidirectional_lstm,
     build_rope_cache,
     fused_add_layernorm,
     fused_geglu,
@@ -153,3 +155,27 @@ def test_deberta_attention(dtype, lengths, buckets: int, max_rel: int, head_dim:
     else:
         torch.testing.assert_close(out.float().cpu(), case.expected, rtol=5e-2, atol=5e-2)
         torch.testing.assert_close(out.float(), fallback.float(), rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("lengths", "hidden"), [([1], 256), ([384, 300, 17, 1] * 5, 256), ([40, 9], 96)]
+)
+@torch.no_grad()
+def test_bidirectional_lstm(dtype: torch.dtype, lengths: list[int], hidden: int) -> None:
+    """The kernel vs the fallback in the same dtype, and vs cuDNN's packed LSTM (fp32: IEEE)."""
+    lstm, x, lens = lstm_case(sorted(lengths, reverse=True), 2 * hidden, hidden)
+    lstm, x = lstm.cuda().to(dtype), x.cuda().to(dtype)
+    gates, w_hh = lstm_inputs(lstm, x)
+    out = bidirectional_lstm(gates, w_hh, lens.cuda(), backend="triton")
+    _close(out, bidirectional_lstm(gates, w_hh, lens.cuda(), backend="torch"))
+    if dtype == torch.float32:  # cuDNN in IEEE float32, not its default TF32
+        before, torch.backends.cudnn.rnn.fp32_precision = (
+            torch.backends.cudnn.rnn.fp32_precision,
+            "ieee",
+        )
+        try:
+            expected = ref_lstm(lstm, x, lens)
+        finally:
+            torch.backends.cudnn.rnn.fp32_precision = before
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)

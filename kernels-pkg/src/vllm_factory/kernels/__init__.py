@@ -9,6 +9,7 @@ from ._dispatch import select_backend, triton_available, triton_disabled
 from .deberta_attention import flash_deberta_attention, relative_position_index
 from .geglu import fused_geglu
 from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm, fused_rmsnorm
+from .lstm import bidirectional_lstm
 from .rope import build_rope_cache, fused_rope
 from .version import __version__
 
@@ -16,6 +17,7 @@ __all__ = [
     "RMSNorm",
     "RMSOptions",
     "__version__",
+    "bidirectional_lstm",
     "build_rope_cache",
     "flash_deberta_attention",
     "fused_add_layernorm",

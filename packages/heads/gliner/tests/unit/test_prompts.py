@@ -51,5 +51,7 @@ def test_lookup_without_a_layout_is_none_never_an_error():
     assert layout_for({}, ids) is None  # vLLM's start-up dummy runs carry no extra data
     assert layout_for(None, ids) is None
     assert layout_for({LAYOUT_KEY: {prompt_key([9]): [0, 1]}}, ids) is None  # other prompt
-    assert layout_for({LAYOUT_KEY: {prompt_key(ids): [-1]}}, ids) is None  # malformed
+    for malformed in ([-1], [], [3, [1, 2]], [3, 1.5], ["3", "1"], [[3, 1]], None, "31"):
+        assert layout_for({LAYOUT_KEY: {prompt_key(ids): malformed}}, ids) is None, malformed
+    assert layout_for({LAYOUT_KEY: {prompt_key(ids): [1, 2, 0]}}, ids) == WordLayout(1, (2, 0))
     assert WordLayout(2, (1, 1)).fits(4) and not WordLayout(2, (1, 2)).fits(4)

@@ -24,6 +24,7 @@ loading is a lookup.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar
@@ -88,7 +89,12 @@ class WordLSTM(nn.Module):
 
     def forward(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``[B, W, width]`` padded word vectors, ``lengths`` [B] on the CPU, longest first ->
-        ``[B, W, width]`` (zero past each text's length)."""
+        ``[B, W, width]`` (zero past each text's length).
+
+        cuDNN launches two kernels per word and direction: ~650 launches for a step of
+        330-word texts, ~11 ms of the engine's CPU on an H200 whatever the batch (its GPU work
+        is ~3 ms). ``vllm_factory.kernels.bidirectional_lstm`` does the recurrence in one
+        launch but is not on this path yet (kernels-pkg/README.md says why)."""
         with exact_float32_rnn(words.dtype == torch.float32):
             if words.is_cuda:  # cuDNN runs a packed batch in one call
                 packed = self.lstm(pack_padded_sequence(words, lengths, batch_first=True))[0]
@@ -419,49 +425,48 @@ class StepPlan:
     ) -> StepPlan:
         """``num_tokens[i]`` hidden rows, label token positions and word layout of prompt i.
         ``labels_in_tokens=False`` (bi-encoders): ``label_positions`` are rows of the step's
-        label table, not token positions."""
-        token_offsets = np.cumsum([0, *num_tokens[:-1]])
-        words_of = [len(layout.counts) for layout in layouts]
-        order = sorted(range(len(layouts)), key=lambda i: -words_of[i])
-        max_words = max(words_of)
-        label_row, word_row, word_of_row, word_slot, first, length = [], [], [], [], [], []
-        row_offset = 0
-        for batch_row, i in enumerate(order):
-            label_offset = token_offsets[i] if labels_in_tokens else 0
-            label_row.append(label_offset + label_positions[i])
-            counts = np.asarray(layouts[i].counts, dtype=np.int64)
-            count = len(counts)
-            starts = token_offsets[i] + layouts[i].first_token + np.cumsum(counts) - counts
-            if pooling in ("first", "last"):
-                present = np.flatnonzero(counts)
-                last = starts + counts - 1
-                word_row.append((starts if pooling == "first" else last)[present])
-                word_of_row.append(row_offset + present)
-            else:  # every sub-token, reduced into its word's row
-                word_row.append(np.repeat(starts, counts) + _ranks(counts))
-                word_of_row.append(row_offset + np.repeat(np.arange(count), counts))
-            word_slot.append(batch_row * max_words + np.arange(count))
-            first.append(np.full(count, row_offset))
-            length.append(np.full(count, count))
-            row_offset += count
-        arrays = {
-            name: np.concatenate(parts)
-            for name, parts in [
-                ("label_row", label_row),
-                ("word_row", word_row),
-                ("word_of_row", word_of_row),
-                ("word_slot", word_slot),
-                ("first", first),
-                ("length", length),
-            ]
-        }
-        return cls(
-            order,
-            [words_of[i] for i in order],
-            [len(label_positions[i]) for i in order],
-            pooling,
-            arrays,
+        label table, not token positions.
+
+        A fixed number of NumPy operations on the step's words together, whatever the number
+        of prompts: the engine builds one plan per step on its only thread."""
+        words_of = np.array([len(layout.counts) for layout in layouts], dtype=np.int64)
+        order = np.argsort(-words_of, kind="stable")  # longest first, ties in input order
+        num_words = words_of[order]
+        batch, max_words = len(order), int(num_words[0])
+        token_offsets = np.cumsum([0, *num_tokens[:-1]], dtype=np.int64)[order]
+        first_token = np.array([layouts[i].first_token for i in order], dtype=np.int64)
+        counts = np.fromiter(
+            itertools.chain.from_iterable(layouts[i].counts for i in order),
+            dtype=np.int64,
+            count=int(num_words.sum()),
         )
+        prompt_of_word = np.repeat(np.arange(batch), num_words)
+        row_offset = np.cumsum(num_words) - num_words  # first word row of each prompt
+        rank = np.arange(len(counts)) - row_offset[prompt_of_word]  # word index in its text
+        ends = np.cumsum(counts)
+        before_prompt = np.concatenate(([0], ends))[row_offset]  # earlier prompts' word tokens
+        starts = (token_offsets + first_token - before_prompt)[prompt_of_word] + ends - counts
+        if pooling in ("first", "last"):
+            present = np.flatnonzero(counts)
+            word_row = (starts if pooling == "first" else starts + counts - 1)[present]
+            word_of_row = present
+        else:  # every sub-token, reduced into its word's row
+            word_row = np.repeat(starts, counts) + _ranks(counts)
+            word_of_row = np.repeat(np.arange(len(counts)), counts)
+        labels = [np.asarray(label_positions[i], dtype=np.int64) for i in order]
+        num_labels = np.array([len(positions) for positions in labels], dtype=np.int64)
+        label_row = np.concatenate(labels)
+        if labels_in_tokens:
+            label_row = label_row + np.repeat(token_offsets, num_labels)
+        arrays = {
+            "label_row": label_row,
+            "word_row": word_row,
+            "word_of_row": word_of_row,
+            "word_slot": prompt_of_word * max_words + rank,
+            "first": row_offset[prompt_of_word],
+            "length": num_words[prompt_of_word],
+        }
+        return cls(order.tolist(), num_words.tolist(), num_labels.tolist(), pooling, arrays)
 
     def blocks(self) -> Iterator[tuple[int, slice, slice]]:
         """(input index, word rows, label columns) of every prompt."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 # gliner's "whitespace" splitter: runs of word characters joined by - or _, else any single
@@ -71,9 +72,16 @@ class WordLayout:
 
     @classmethod
     def from_wire(cls, values: Sequence[int]) -> WordLayout:
-        if len(values) < 1 or any(int(v) < 0 for v in values):
-            raise ValueError(f"malformed GLiNER word layout {list(values)[:8]}...")
-        return cls(int(values[0]), tuple(int(v) for v in values[1:]))
+        """The layout :meth:`to_wire` sent; anything but a flat list of integers >= 0 raises
+        ``ValueError``. One NumPy conversion, not a Python loop over the words: the engine
+        decodes every prompt's layout on its only thread."""
+        try:
+            array = np.asarray(values)
+        except (TypeError, ValueError) as exc:  # ragged or not numeric at all
+            raise ValueError(f"malformed GLiNER word layout: {exc}") from None
+        if array.ndim != 1 or array.size < 1 or array.dtype.kind not in "iu" or array.min() < 0:
+            raise ValueError(f"malformed GLiNER word layout {array.ravel()[:8].tolist()}...")
+        return cls(int(array[0]), tuple(array[1:].tolist()))
 
 
 def layout_from_word_ids(

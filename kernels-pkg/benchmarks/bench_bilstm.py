@@ -1,0 +1,101 @@
+"""Bidirectional LSTM layer on a GPU: the Triton kernel vs cuDNN's packed ``nn.LSTM``.
+
+GLiNER's shapes: width 512 (H = 256 per direction), B texts of T words, bf16. For each B it
+prints the serial time (synchronised before and after), the time for the call to return to
+Python (what the caller's CPU pays), and the kernel's block-size sweep. Usage (CUDA + triton):
+``python benchmarks/bench_bilstm.py [--steps 330]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+def timed(fn: Callable[[], object], repeats: int = 10) -> tuple[float, float]:
+    """Median (serial ms, return ms) of ``fn``."""
+    serial, returned = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        returned.append((time.perf_counter() - start) * 1e3)
+        torch.cuda.synchronize()
+        serial.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(serial), statistics.median(returned)
+
+
+def launch(gates, w_hh, lengths, out, state, block_h: int, warps: int, stages: int) -> None:
+    """One launch of the kernel with the given block size, warps and pipeline stages."""
+    import triton
+    from vllm_factory.kernels import _triton_lstm
+
+    batch, steps, _, four_h = gates.shape
+    hidden = four_h // 4
+    state.zero_()
+    _triton_lstm._bilstm_kernel[(triton.cdiv(batch, 16), 2)](
+        gates, w_hh, lengths, out, state[: 4 * batch * hidden], state[4 * batch * hidden :],
+        batch, steps, hidden,
+        gates.stride(0), gates.stride(1), gates.stride(2), out.stride(0), out.stride(1),
+        BLOCK_B=16, BLOCK_H=block_h, BLOCK_K=triton.next_power_of_2(hidden),
+        IEEE=False, num_warps=warps, num_stages=stages,
+    )  # fmt: skip
+
+
+def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
+    from vllm_factory.kernels import bidirectional_lstm
+
+    hidden, dtype = lstm.hidden_size, lstm.weight_hh_l0.dtype
+    w_ih = torch.stack([lstm.weight_ih_l0, lstm.weight_ih_l0_reverse])
+    w_hh = torch.stack([lstm.weight_hh_l0, lstm.weight_hh_l0_reverse])
+    bias = torch.stack(
+        [lstm.bias_ih_l0 + lstm.bias_hh_l0, lstm.bias_ih_l0_reverse + lstm.bias_hh_l0_reverse]
+    )
+    words = torch.randn(batch, steps, 2 * hidden, device="cuda", dtype=dtype)
+    lengths = torch.full((batch,), steps)
+    gates = torch.einsum("bti,dgi->btdg", words, w_ih) + bias
+    lengths_gpu = lengths.cuda()
+
+    def cudnn() -> torch.Tensor:
+        packed = lstm(pack_padded_sequence(words, lengths, batch_first=True))[0]
+        return pad_packed_sequence(packed, batch_first=True, total_length=steps)[0]
+
+    def kernel() -> torch.Tensor:
+        return bidirectional_lstm(gates, w_hh, lengths_gpu, backend="triton")
+
+    diff = (kernel().float() - cudnn().float()).abs().max().item()
+    for name, fn in (("kernel", kernel), ("cudnn", cudnn)):
+        serial, returned = timed(fn)
+        print(f"B={batch} T={steps} {name}: serial {serial:.2f} ms, return {returned:.2f} ms")
+    print(f"B={batch}: max |kernel - cudnn| {diff:.3g}")
+    out = torch.zeros(batch, steps, 2 * hidden, device="cuda", dtype=dtype)
+    state = torch.zeros(6 * batch * hidden, device="cuda")
+    for block_h, warps, stages in [(32, 4, 2), (32, 8, 2), (64, 4, 2), (64, 8, 1), (16, 4, 2)]:
+        config = functools.partial(launch, gates, w_hh, lengths_gpu, out, state, block_h)
+        serial, _ = timed(functools.partial(config, warps, stages))
+        print(f"  BLOCK_H={block_h} num_warps={warps} num_stages={stages}: {serial:.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=330)
+    parser.add_argument("--hidden", type=int, default=256)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_bilstm: no CUDA device available; nothing to benchmark.")
+        return
+    lstm = torch.nn.LSTM(2 * args.hidden, args.hidden, bidirectional=True, batch_first=True)
+    lstm = lstm.cuda().to(torch.bfloat16).eval()
+    with torch.inference_mode():
+        for batch in (1, 16, 64):
+            bench_batch(lstm, batch, args.steps)
+
+
+if __name__ == "__main__":
+    main()

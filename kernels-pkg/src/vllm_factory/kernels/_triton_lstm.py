@@ -1,0 +1,127 @@
+"""Triton bidirectional LSTM layer. Imported lazily, only once the Triton backend was selected.
+
+Grid: (blocks of ``BLOCK_B`` sequences, 2 directions). A program loops over the time steps
+itself: at step s, each of its sequences reads ``h`` (float32, ping-pong buffers in global
+memory, so a step never reads what it writes), multiplies it by ``W_hh`` a chunk of
+``BLOCK_H`` hidden units at a time (the four gates of those units), updates ``c`` and ``h`` of
+those units and writes the output row. A sequence's backward direction starts at its own last
+word, and a step past its length changes nothing, so no padding ever enters the state.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._dispatch import next_power_of_2
+
+
+@triton.jit
+def _sigmoid(x):
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def _tanh(x):
+    # 1 - 2 / (exp(2x) + 1) needs no libdevice (runs under TRITON_INTERPRET); clamped so that
+    # exp stays finite (tanh(15) is 1.0 in float32).
+    x = tl.minimum(tl.maximum(x, -15.0), 15.0)
+    return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
+
+
+@triton.jit
+def _gate(h_in, w_base, gate: tl.constexpr, hidden, units, ks, w_mask, IEEE: tl.constexpr):
+    """``h_in @ W_hh[gate * H + units, :]^T``: [BLOCK_B, BLOCK_H] in float32."""
+    w = tl.load(
+        w_base + (gate * hidden + units[None, :]) * hidden + ks[:, None], mask=w_mask, other=0.0
+    )
+    if IEEE:
+        return tl.dot(h_in, w, input_precision="ieee")
+    return tl.dot(h_in, w)
+
+
+@triton.jit
+def _bilstm_kernel(
+    gx_ptr, whh_ptr, len_ptr, out_ptr, h_ptr, c_ptr,
+    batch, steps, hidden,
+    stride_gb, stride_gt, stride_gd,
+    stride_ob, stride_ot,
+    BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
+    block = tl.program_id(0)
+    direction = tl.program_id(1)
+    rows = block * BLOCK_B + tl.arange(0, BLOCK_B)
+    row_ok = rows < batch
+    length = tl.load(len_ptr + rows, mask=row_ok, other=0).to(tl.int32)
+    ks = tl.arange(0, BLOCK_K)
+    k_ok = ks < hidden
+    w_base = whh_ptr + direction * 4 * hidden * hidden
+    c_rows = c_ptr + (direction * batch + rows[:, None]) * hidden
+    for step in range(steps):
+        active = row_ok & (step < length)
+        pos = tl.where(direction == 0, step, length - 1 - step)
+        read = h_ptr + ((step % 2) * 2 + direction) * batch * hidden
+        write = h_ptr + (((step + 1) % 2) * 2 + direction) * batch * hidden
+        h_prev = tl.load(
+            read + rows[:, None] * hidden + ks[None, :],
+            mask=row_ok[:, None] & k_ok[None, :], other=0.0,
+        )  # fmt: skip
+        h_in = h_prev.to(whh_ptr.dtype.element_ty)
+        gx_rows = gx_ptr + rows[:, None] * stride_gb + pos[:, None] * stride_gt
+        gx_rows += direction * stride_gd
+        out_rows = out_ptr + rows[:, None] * stride_ob + pos[:, None] * stride_ot
+        out_rows += direction * hidden
+        for start in range(0, hidden, BLOCK_H):
+            units = start + tl.arange(0, BLOCK_H)
+            u_ok = units < hidden
+            w_mask = k_ok[:, None] & u_ok[None, :]
+            m = active[:, None] & u_ok[None, :]
+            gi = _gate(h_in, w_base, 0, hidden, units, ks, w_mask, IEEE)
+            gi += tl.load(gx_rows + units[None, :], mask=m, other=0.0).to(tl.float32)
+            gf = _gate(h_in, w_base, 1, hidden, units, ks, w_mask, IEEE)
+            gf += tl.load(gx_rows + hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+            gg = _gate(h_in, w_base, 2, hidden, units, ks, w_mask, IEEE)
+            gg += tl.load(gx_rows + 2 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+            go = _gate(h_in, w_base, 3, hidden, units, ks, w_mask, IEEE)
+            go += tl.load(gx_rows + 3 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+            c_old = tl.load(c_rows + units[None, :], mask=m, other=0.0)
+            c_new = _sigmoid(gf) * c_old + _sigmoid(gi) * _tanh(gg)
+            h_new = _sigmoid(go) * _tanh(c_new)
+            tl.store(c_rows + units[None, :], c_new, mask=m)
+            tl.store(write + rows[:, None] * hidden + units[None, :], h_new, mask=m)
+            tl.store(out_rows + units[None, :], h_new.to(out_ptr.dtype.element_ty), mask=m)
+        tl.debug_barrier()  # this step's h is complete before the next step reads it
+
+
+def lstm_triton(gates_x: torch.Tensor, w_hh: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Triton implementation of ``bidirectional_lstm`` (arguments already validated)."""
+    batch, steps, _, four_h = gates_x.shape
+    hidden = four_h // 4
+    out = torch.zeros(batch, steps, 2 * hidden, dtype=gates_x.dtype, device=gates_x.device)
+    if batch == 0 or steps == 0:
+        return out
+    if gates_x.stride(-1) != 1:
+        gates_x = gates_x.contiguous()
+    w_hh = w_hh.contiguous()
+    state = torch.zeros(3 * 2 * batch * hidden, dtype=torch.float32, device=gates_x.device)
+    h_buffers, cells = state[: 4 * batch * hidden], state[4 * batch * hidden :]
+    block_k = max(16, next_power_of_2(hidden))
+    # The four gates' W_hh tiles [BLOCK_K, BLOCK_H] of one chunk go through shared memory
+    # (228 KiB on an H100/H200): 32 units a chunk for 16-bit weights up to H = 256, 16 for
+    # float32 ones, one pipeline stage when even that would not fit twice.
+    size = w_hh.element_size()
+    block_h = 32 if block_k * size <= 512 else 16
+    tiles = 4 * block_k * block_h * size
+    block_b = 16
+    grid = (triton.cdiv(batch, block_b), 2)
+    _bilstm_kernel[grid](
+        gates_x, w_hh, lengths, out, h_buffers, cells,
+        batch, steps, hidden,
+        gates_x.stride(0), gates_x.stride(1), gates_x.stride(2),
+        out.stride(0), out.stride(1),
+        BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_K=block_k,
+        IEEE=w_hh.dtype == torch.float32, num_warps=4,
+        num_stages=2 if 2 * tiles <= 160 * 1024 else 1,
+    )  # fmt: skip
+    return out
