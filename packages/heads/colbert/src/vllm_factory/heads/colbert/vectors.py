@@ -2,14 +2,15 @@
 
 ``"float"``: nested JSON lists. ``"base64"``: the ``[num_tokens, dim]`` matrix as little-endian
 float32 bytes, row-major, base64-encoded (``dim`` added): ~4x smaller and far cheaper to encode
-and parse than a JSON list of 65k floats per 512-token document.
+and parse than a JSON list of 65k floats per 512-token document. Encoded with ``pybase64``
+(what vLLM uses for its own base64 embeddings): 0.07 ms per 512 x 128 matrix on the 2-core CPU
+against 0.44 ms with the standard library's ``base64``, paid per document in the API process.
 """
 
 from __future__ import annotations
 
-import base64
-
 import numpy as np
+import pybase64
 import torch
 
 ENCODING_FORMATS = ("float", "base64")
@@ -20,7 +21,7 @@ def encode_vectors(vectors: np.ndarray, encoding_format: str) -> dict:
     if encoding_format == "base64":
         raw = np.ascontiguousarray(vectors, dtype="<f4").tobytes()
         return {
-            "embeddings": base64.b64encode(raw).decode("ascii"),
+            "embeddings": pybase64.b64encode(raw).decode("ascii"),
             "num_tokens": len(vectors),
             "dim": vectors.shape[1],
         }
