@@ -333,3 +333,31 @@ def test_gliner_checkpoints_are_calibrated_on_texts_of_the_run_lengths() -> None
     assert words[4:] == [round(128 * WORDS_PER_TOKEN)] * 4
     assert calibration_words({"512": 1.0}, rng) == [round(512 * WORDS_PER_TOKEN)] * 8
     assert len(calibration_words({"short": 0.01, "512": 1.0}, rng)) == CALIBRATION_TEXTS + 1
+
+
+def test_a_baseline_that_does_not_start_is_reported_and_the_run_goes_on() -> None:
+    """gliner.serve without Ray on the host: its start fails after the plugin's points were
+    measured; those points still reach the report, which says why the peer is missing."""
+    from vllm_factory.testing.server import ServerStartError
+
+    def spec(name: str) -> bench.ServerSpec:
+        return bench.ServerSpec(name, name, None, None, lambda *a: {}, lambda r: None)
+
+    def run(server: bench.ServerSpec) -> dict:
+        if server.name == "peer":
+            raise ServerStartError(
+                "server exited with code 1 during start\n--- server log (tail) ---\n"
+                "ModuleNotFoundError: No module named 'ray'\n"
+            )
+        return {"label": server.name, "points": [_point(1, 10.0)]}
+
+    results, failed = bench.run_servers([spec("plugin"), spec("peer"), spec("native")], run)
+    assert list(results) == ["plugin", "native"]
+    assert failed == {
+        "peer": "server exited with code 1 during start: ModuleNotFoundError: No module named 'ray'"
+    }
+    report = {**_report(), "servers": results, "failed_servers": failed}
+    report["factors"] = bench.factors(report)
+    assert "**peer did not start** and is left out: server exited" in bench_report.markdown(report)
+    with pytest.raises(ServerStartError):  # without the plugin there is nothing to report
+        bench.run_servers([spec("plugin")], lambda server: run(spec("peer")))

@@ -52,7 +52,12 @@ from vllm_factory.testing import bench_report
 from vllm_factory.testing.loadgen import Point, Workload, closed_loop, open_loop, summarize
 from vllm_factory.testing.refenv import SCRIPTS
 from vllm_factory.testing.scripts.tiny_checkpoint import extra_text
-from vllm_factory.testing.server import DEFAULT_ENV, SubprocessServer, VllmServer
+from vllm_factory.testing.server import (
+    DEFAULT_ENV,
+    ServerStartError,
+    SubprocessServer,
+    VllmServer,
+)
 from vllm_factory.testing.usage import Usage
 
 logger = logging.getLogger(__name__)
@@ -752,6 +757,29 @@ def run_server(
 # -- main ---------------------------------------------------------------------------------------
 
 
+def run_servers(
+    specs: Sequence[ServerSpec], run: Callable[[ServerSpec], dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """``run`` every server in turn: (results by name, why each baseline did not start).
+
+    A baseline that does not start (a peer server whose dependencies the host lacks, say) is
+    reported and skipped, so the points already measured still reach the JSON; the plugin
+    not starting ends the run."""
+    results: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for spec in specs:
+        try:
+            results[spec.name] = run(spec)
+        except ServerStartError as exc:
+            if spec.name == "plugin":
+                raise
+            reason = str(exc).splitlines()[0]
+            last = [line for line in str(exc).splitlines() if line.strip()][-1]
+            failed[spec.name] = f"{reason}: {last}" if last != reason else reason
+            logger.error("%s did not start, left out of the report: %s", spec.name, last)
+    return results, failed
+
+
 def factors(report: dict[str, Any]) -> dict[str, Any]:
     """Plugin peak throughput over each baseline (req/s ratios)."""
     servers = report["servers"]
@@ -954,10 +982,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             progress.set_postfix_str(spec.reference_library)
             report["reference"] = run_reference(spec, config, checkpoint, corpus, Path(tmp))
             progress.update(1)
-        for server_spec in servers:
-            report["servers"][server_spec.name] = run_server(
+        report["servers"], failed = run_servers(
+            servers,
+            lambda server_spec: run_server(
                 server_spec, config, checkpoint, max_model_len, corpus, flops_list, peak, progress
-            )
+            ),
+        )
+        if failed:
+            report["failed_servers"] = failed
         progress.close()
     report["factors"] = factors(report)
     report["loadavg_start"] = list(loadavg_start)

@@ -378,6 +378,8 @@ def _output_lines(report: dict) -> list[str]:
             f"{calibration['entities_per_word']} after (threshold {calibration['threshold']}, "
             f"{calibration['texts']} texts, {calibration['words']} words)"
         )
+    for name, reason in report.get("failed_servers", {}).items():
+        lines.append(f"- **{name} did not start** and is left out: {reason}")
     for name, server in report.get("servers", {}).items():
         outputs = server.get("outputs")
         if outputs:
