@@ -58,6 +58,19 @@ def test_float32_lstm_runs_without_tf32(monkeypatch, dtype, inside):
     assert seen == [inside or before] and rnn.fp32_precision == before
 
 
+@pytest.mark.parametrize("layers", [1, 2])
+@torch.no_grad()
+def test_word_lstm_through_the_kernel_layer_matches_nn_lstm(layers):
+    """The opt-in GPU path (``by_kernel``: both directions' input gates in one GEMM, then
+    ``vllm_factory.kernels.bidirectional_lstm`` per layer), run here with the kernel's PyTorch
+    fallback, equals the path CPUs take (and what cuDNN's packed LSTM computes)."""
+    rnn = head(num_rnn_layers=layers).rnn
+    words, lengths = torch.randn(3, 7, 8), torch.tensor([7, 4, 1])
+    words[1, 4:] = words[2, 1:] = 0  # padding, as the head fills it
+    expected = rnn(words, lengths)
+    torch.testing.assert_close(rnn.by_kernel(words, lengths, backend="torch"), expected)
+
+
 def test_spans_past_the_text_use_span_zero_zero_like_gliner():
     spans = head().span_rep_layer.span_rep_layer(torch.randn(4, 8))
     assert torch.equal(spans[3, 1], spans[0, 0]) and torch.equal(spans[2, 2], spans[0, 0])

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar
 
@@ -43,6 +44,7 @@ from vllm_factory.heads.gliner.labels import (
 )
 from vllm_factory.heads.gliner.prompts import WordLayout, layout_for
 from vllm_factory.heads.gliner.settings import GLiNERSettings
+from vllm_factory.kernels import bidirectional_lstm
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +96,11 @@ class WordLSTM(nn.Module):
         cuDNN launches two kernels per word and direction: ~650 launches for a step of
         330-word texts, ~11 ms of the engine's CPU on an H200 whatever the batch (its GPU work
         is ~3 ms). ``vllm_factory.kernels.bidirectional_lstm`` does the recurrence in one
-        launch but is not on this path yet (kernels-pkg/README.md says why)."""
+        launch; ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts in to it (:meth:`by_kernel`). It is
+        off by default: the head alone gets faster with it, but served throughput collapsed
+        (kernels-pkg/README.md), for a reason not found yet."""
+        if words.is_cuda and os.environ.get(LSTM_KERNEL_ENV, "").strip() == "1":
+            return self.by_kernel(words, lengths, backend="auto")
         with exact_float32_rnn(words.dtype == torch.float32):
             if words.is_cuda:  # cuDNN runs a packed batch in one call
                 packed = self.lstm(pack_padded_sequence(words, lengths, batch_first=True))[0]
@@ -105,6 +111,33 @@ class WordLSTM(nn.Module):
             for row, length in enumerate(lengths.tolist()):
                 out[row, :length] = self.lstm(words[row : row + 1, :length])[0][0]
             return out
+
+    def by_kernel(
+        self, words: torch.Tensor, lengths: torch.Tensor, backend: str = "auto"
+    ) -> torch.Tensor:
+        """The same layers through ``vllm_factory.kernels.bidirectional_lstm``: per layer, one
+        GEMM for both directions' input gates, then the recurrence (``backend`` as there)."""
+        lstm, (batch, steps, _) = self.lstm, words.shape
+        if words.is_cuda:
+            lengths = lengths.pin_memory().to(words.device, non_blocking=True)
+        out = words
+        for layer in range(lstm.num_layers):
+            names = [f"{kind}_l{layer}{side}" for side in ("", "_reverse") for kind in _LSTM_PARAMS]
+            w_ih, w_hh, b_ih, b_hh = (
+                torch.stack([getattr(lstm, n) for n in names[k::4]]) for k in range(4)
+            )
+            gates = torch.addmm(
+                (b_ih + b_hh).flatten(), out.reshape(batch * steps, -1), w_ih.flatten(0, 1).T
+            )
+            out = bidirectional_lstm(
+                gates.view(batch, steps, 2, -1), w_hh, lengths, backend=backend
+            )
+        return out
+
+
+# Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
+LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
+_LSTM_PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 
 @contextlib.contextmanager
