@@ -71,6 +71,24 @@ def test_word_lstm_through_the_kernel_layer_matches_nn_lstm(layers):
     torch.testing.assert_close(rnn.by_kernel(words, lengths, backend="torch"), expected)
 
 
+def test_word_lstm_kernel_path_gives_the_kernel_no_autograd_inputs(monkeypatch):
+    """With grad enabled (as outside vLLM's inference mode) the stacked LSTM weights must not
+    need autograd: ``backend="auto"`` sends such inputs to the per-step fallback."""
+    import vllm_factory.heads.gliner.head as head_module
+
+    seen = []
+    monkeypatch.setattr(
+        head_module,
+        "bidirectional_lstm",
+        lambda gates, w_hh, lengths, backend: (
+            seen.append(w_hh.requires_grad) or gates.new_zeros(*gates.shape[:2], 2 * w_hh.shape[-1])
+        ),
+    )
+    rnn = head().rnn
+    rnn.by_kernel(torch.randn(2, 3, 8), torch.tensor([3, 2]))
+    assert seen == [False]
+
+
 def test_spans_past_the_text_use_span_zero_zero_like_gliner():
     spans = head().span_rep_layer.span_rep_layer(torch.randn(4, 8))
     assert torch.equal(spans[3, 1], spans[0, 0]) and torch.equal(spans[2, 2], spans[0, 0])

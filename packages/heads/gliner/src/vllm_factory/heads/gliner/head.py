@@ -116,16 +116,18 @@ class WordLSTM(nn.Module):
         self, words: torch.Tensor, lengths: torch.Tensor, backend: str = "auto"
     ) -> torch.Tensor:
         """The same layers through ``vllm_factory.kernels.bidirectional_lstm``: per layer, one
-        GEMM for both directions' input gates, then the recurrence (``backend`` as there)."""
+        GEMM for both directions' input gates, then the recurrence (``backend`` as there; the
+        weights are stacked without autograd, which would send ``"auto"`` to the fallback)."""
         lstm, (batch, steps, _) = self.lstm, words.shape
         if words.is_cuda:
             lengths = lengths.pin_memory().to(words.device, non_blocking=True)
         out = words
         for layer in range(lstm.num_layers):
             names = [f"{kind}_l{layer}{side}" for side in ("", "_reverse") for kind in _LSTM_PARAMS]
-            w_ih, w_hh, b_ih, b_hh = (
-                torch.stack([getattr(lstm, n) for n in names[k::4]]) for k in range(4)
-            )
+            with torch.no_grad():
+                w_ih, w_hh, b_ih, b_hh = (
+                    torch.stack([getattr(lstm, n) for n in names[k::4]]) for k in range(4)
+                )
             gates = torch.addmm(
                 (b_ih + b_hh).flatten(), out.reshape(batch * steps, -1), w_ih.flatten(0, 1).T
             )
