@@ -124,27 +124,23 @@ ATTENTION_OP = "vllm_factory::deberta_attention"
 CONV_OP = "vllm_factory::deberta_conv"
 
 
-def step_layout(positions: torch.Tensor, span: int, buckets: int, max_rel: int) -> PackedSequences:
-    """The packed batch's layout (and relative-position table), once per model step."""
-    return compat.step_cached(
-        ("deberta", span, buckets, max_rel),
-        positions,
-        lambda: PackedSequences.from_positions(positions, span, buckets, max_rel),
-    )
-
-
 def owned_layout(
     positions: torch.Tensor, span: int, buckets: int, max_rel: int
 ) -> tuple[int, PackedSequences]:
-    """The first row that a sequence owns, and the layout of the rows from it. Rows before
-    the first start (only a dummy run with stale positions has them) belong to no sequence;
-    the kernels need every row they see to be in one."""
-    packed = step_layout(positions, span, buckets, max_rel)
-    starts = packed.layout.host_starts
-    first = starts[0] if starts else positions.numel()
-    if 0 < first < positions.numel():
-        packed = PackedSequences.from_positions(positions[first:], span, buckets, max_rel)
-    return first, packed
+    """The first row that a sequence owns, and the layout (with its relative-position table)
+    of the rows from it; built once per model step. Rows before the first start (only a dummy
+    run with stale positions has them) belong to no sequence; the kernels need every row they
+    see to be in one."""
+
+    def build() -> tuple[int, PackedSequences]:
+        packed = PackedSequences.from_positions(positions, span, buckets, max_rel)
+        starts = packed.layout.host_starts
+        first = starts[0] if starts else positions.numel()
+        if 0 < first < positions.numel():
+            packed = PackedSequences.from_positions(positions[first:], span, buckets, max_rel)
+        return first, packed
+
+    return compat.step_cached(("deberta", span, buckets, max_rel), positions, build)
 
 
 # The split points of the compiled encoder. Each writes into ``out``, which the graph piece
