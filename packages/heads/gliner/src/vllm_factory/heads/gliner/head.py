@@ -123,10 +123,12 @@ class WordLSTM(nn.Module):
             lengths = lengths.pin_memory().to(words.device, non_blocking=True)
         out = words
         for layer in range(lstm.num_layers):
-            names = [f"{kind}_l{layer}{side}" for side in ("", "_reverse") for kind in _LSTM_PARAMS]
-            with torch.no_grad():
+            with torch.no_grad():  # [forward, backward] of each parameter of the layer
                 w_ih, w_hh, b_ih, b_hh = (
-                    torch.stack([getattr(lstm, n) for n in names[k::4]]) for k in range(4)
+                    torch.stack(
+                        [getattr(lstm, f"{kind}_l{layer}{side}") for side in ("", "_reverse")]
+                    )
+                    for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
                 )
             gates = torch.addmm(
                 (b_ih + b_hh).flatten(), out.reshape(batch * steps, -1), w_ih.flatten(0, 1).T
@@ -139,7 +141,6 @@ class WordLSTM(nn.Module):
 
 # Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
 LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
-_LSTM_PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 
 @contextlib.contextmanager
