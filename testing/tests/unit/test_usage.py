@@ -20,7 +20,7 @@ def test_roles_of_ray_serve_processes() -> None:
     """gliner.serve's tree: the driver (the started process), Ray Serve's replica and proxy
     actors by their titles, Ray's other processes as ``ray``."""
     titles = ["ray::ServeReplica:gliner:GLiNERDeployment", "ray::ProxyActor", "ray::ServeController",
-              "site-packages/ray/core/src/ray/raylet/raylet"]  # fmt: skip
+              "ray/core/src/ray/raylet/raylet"]  # fmt: skip
     script = " ".join(f"(exec -a '{title}' sleep 5) &" for title in titles) + " wait"
     server = subprocess.Popen(["bash", "-c", script])
     try:
