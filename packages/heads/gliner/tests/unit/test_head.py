@@ -49,7 +49,9 @@ def test_float32_lstm_runs_without_tf32(monkeypatch, dtype, inside):
     before, seen = rnn.fp32_precision, []
     original = model.rnn.lstm.forward
     monkeypatch.setattr(
-        model.rnn.lstm, "forward", lambda *a: seen.append(rnn.fp32_precision) or original(*a)
+        model.rnn.lstm,
+        "forward",
+        lambda *a: seen.append(rnn.fp32_precision) or original(*a),
     )
     ids = torch.tensor([1, ENT, 7, ENT, 8, 51, 20, 21, 22, 23, 2])
     layout = WordLayout(6, (1, 2, 1))
@@ -87,6 +89,41 @@ def test_word_lstm_kernel_path_gives_the_kernel_no_autograd_inputs(monkeypatch):
     rnn = head().rnn
     rnn.by_kernel(torch.randn(2, 3, 8), torch.tensor([3, 2]))
     assert seen == [False]
+
+
+@pytest.mark.parametrize(
+    ("env", "is_cuda", "dtype", "wanted"),
+    [
+        ("1", True, torch.bfloat16, True),
+        ("1", True, torch.float16, True),
+        # vLLM's default head_dtype for pooling models: the kernel's float32 variant spilled
+        # registers on an H200 (518 ms a call), so the opt-in leaves float32 heads on cuDNN.
+        ("1", True, torch.float32, False),
+        ("1", False, torch.bfloat16, False),
+        ("", True, torch.bfloat16, False),
+        ("0", True, torch.bfloat16, False),
+    ],
+)
+def test_lstm_kernel_only_for_opted_in_16_bit_heads_on_gpus(
+    monkeypatch, env, is_cuda, dtype, wanted
+):
+    """The served head's choice, without a GPU: only ``is_cuda`` and ``dtype`` are read."""
+    import types
+
+    import vllm_factory.heads.gliner.head as head_module
+
+    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, env)
+    words = types.SimpleNamespace(is_cuda=is_cuda, dtype=dtype)
+    assert head_module.lstm_kernel_wanted(words) is wanted
+
+
+def test_float32_head_on_the_cpu_never_takes_the_kernel(monkeypatch):
+    import vllm_factory.heads.gliner.head as head_module
+
+    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "1")
+    monkeypatch.setattr(head_module, "bidirectional_lstm", lambda *a, **k: pytest.fail("kernel"))
+    rnn = head().rnn
+    assert rnn(torch.randn(2, 3, 8), torch.tensor([3, 2])).shape == (2, 3, 8)
 
 
 def test_spans_past_the_text_use_span_zero_zero_like_gliner():
@@ -146,7 +183,12 @@ def test_a_batched_step_scores_every_prompt_as_it_alone(changes):
     unscored dummy prompt among them, scored together: each result equals that prompt scored
     alone, in the step's order."""
     model = head(**changes)
-    shapes = [(2, (1, 2, 1)), (3, (2, 1, 1, 3, 0, 1, 1)), (1, (1,)), (2, (1, 0, 2, 1, 1))]
+    shapes = [
+        (2, (1, 2, 1)),
+        (3, (2, 1, 1, 3, 0, 1, 1)),
+        (1, (1,)),
+        (2, (1, 0, 2, 1, 1)),
+    ]
     prompts = [prompt(labels, counts, seed) for seed, (labels, counts) in enumerate(shapes)]
     requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
     requests.insert(2, PoolerRequest(token_ids=torch.zeros(5, dtype=torch.long), extra={}))

@@ -96,10 +96,9 @@ class WordLSTM(nn.Module):
         cuDNN launches two kernels per word and direction: ~650 launches for a step of
         330-word texts, ~11 ms of the engine's CPU on an H200 whatever the batch (its GPU work
         is ~3 ms). ``vllm_factory.kernels.bidirectional_lstm`` does the recurrence in one
-        launch; ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts in to it (:meth:`by_kernel`). It is
-        off by default: the head alone gets faster with it, but served throughput collapsed
-        (kernels-pkg/README.md), for a reason not found yet."""
-        if words.is_cuda and os.environ.get(LSTM_KERNEL_ENV, "").strip() == "1":
+        launch; ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts in to it (:meth:`by_kernel`) for
+        16-bit heads only (:func:`lstm_kernel_wanted`)."""
+        if lstm_kernel_wanted(words):
             return self.by_kernel(words, lengths, backend="auto")
         with exact_float32_rnn(words.dtype == torch.float32):
             if words.is_cuda:  # cuDNN runs a packed batch in one call
@@ -141,6 +140,31 @@ class WordLSTM(nn.Module):
 
 # Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
 LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
+_FLOAT32_HEAD_LOGGED: list[bool] = []
+
+
+def lstm_kernel_wanted(words: torch.Tensor) -> bool:
+    """Whether the head's BiLSTM takes the Triton kernel: opted in through
+    ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, on a GPU, with 16-bit weights (the head's dtype).
+
+    vLLM keeps pooling heads in float32 unless ``--hf-overrides '{"head_dtype": "model"}'``,
+    and the kernel's float32 variant (IEEE dots) spills registers: 518 ms of GPU per call for
+    one 309-word text on an H200, against ~7 ms for bfloat16 weights (kernels-pkg/README.md).
+    A float32 head keeps cuDNN, and says so once."""
+    if not words.is_cuda or os.environ.get(LSTM_KERNEL_ENV, "").strip() != "1":
+        return False
+    if words.dtype in (torch.float16, torch.bfloat16):
+        return True
+    if not _FLOAT32_HEAD_LOGGED:
+        _FLOAT32_HEAD_LOGGED.append(True)
+        logger.warning(
+            "%s=1 is ignored for a %s GLiNER head (the kernel is fast for 16-bit weights "
+            'only); serve with --hf-overrides \'{"head_dtype": "model"}\' to run the head '
+            "in the model's dtype",
+            LSTM_KERNEL_ENV,
+            words.dtype,
+        )
+    return False
 
 
 @contextlib.contextmanager
