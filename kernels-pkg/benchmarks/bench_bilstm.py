@@ -1,9 +1,11 @@
 """Bidirectional LSTM layer on a GPU: the Triton kernel vs cuDNN's packed ``nn.LSTM``.
 
-GLiNER's shapes: width 512 (H = 256 per direction), B texts of T words, bf16. For each B it
-prints the serial time (synchronised before and after), the time for the call to return to
-Python (what the caller's CPU pays), and the kernel's block-size sweep. Usage (CUDA + triton):
-``python benchmarks/bench_bilstm.py [--steps 330]``.
+GLiNER's shapes: width 512 (H = 256 per direction), B texts of T words, in each ``--dtypes``
+(default bfloat16 and float32: vLLM runs pooling heads in float32 unless told otherwise, so a
+served GLiNER head is float32 by default). For each B it prints the serial time (synchronised
+before and after), the time for the call to return to Python (what the caller's CPU pays), the
+register spills Triton reported for the compiled kernel, and the kernel's block-size sweep.
+Usage (CUDA + triton): ``python benchmarks/bench_bilstm.py [--steps 330] [--dtypes float32]``.
 """
 
 from __future__ import annotations
@@ -44,8 +46,16 @@ def launch(gates, w_hh, lengths, out, state, block_h: int, warps: int, stages: i
         batch, steps, hidden,
         gates.stride(0), gates.stride(1), gates.stride(2), out.stride(0), out.stride(1),
         BLOCK_B=16, BLOCK_H=block_h, BLOCK_K=triton.next_power_of_2(hidden),
-        IEEE=False, num_warps=warps, num_stages=stages,
+        IEEE=w_hh.dtype == torch.float32, num_warps=warps, num_stages=stages,
     )  # fmt: skip
+
+
+def spills() -> list[int]:
+    """Register spills of every compiled variant of the kernel so far (Triton's ``n_spills``)."""
+    from vllm_factory.kernels import _triton_lstm
+
+    caches = _triton_lstm._bilstm_kernel.device_caches.values()
+    return [getattr(kernel, "n_spills", -1) for cache in caches for kernel in cache[0].values()]
 
 
 def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
@@ -72,13 +82,19 @@ def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
     diff = (kernel().float() - cudnn().float()).abs().max().item()
     for name, fn in (("kernel", kernel), ("cudnn", cudnn)):
         serial, returned = timed(fn)
-        print(f"B={batch} T={steps} {name}: serial {serial:.2f} ms, return {returned:.2f} ms")
-    print(f"B={batch}: max |kernel - cudnn| {diff:.3g}")
+        print(
+            f"B={batch} T={steps} {dtype} {name}: serial {serial:.2f} ms, return {returned:.2f} ms"
+        )
+    print(f"B={batch} {dtype}: max |kernel - cudnn| {diff:.3g}; kernel spills {spills()}")
     out = torch.zeros(batch, steps, 2 * hidden, device="cuda", dtype=dtype)
     state = torch.zeros(6 * batch * hidden, device="cuda")
     for block_h, warps, stages in [(32, 4, 2), (32, 8, 2), (64, 4, 2), (64, 8, 1), (16, 4, 2)]:
         config = functools.partial(launch, gates, w_hh, lengths_gpu, out, state, block_h)
-        serial, _ = timed(functools.partial(config, warps, stages))
+        try:
+            serial, _ = timed(functools.partial(config, warps, stages))
+        except Exception as exc:  # noqa: BLE001 - e.g. triton's OutOfResources: report, go on
+            print(f"  BLOCK_H={block_h} num_warps={warps} num_stages={stages}: {exc}")
+            continue
         print(f"  BLOCK_H={block_h} num_warps={warps} num_stages={stages}: {serial:.2f} ms")
 
 
@@ -86,15 +102,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=330)
     parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--dtypes", default="bfloat16,float32")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("bench_bilstm: no CUDA device available; nothing to benchmark.")
         return
-    lstm = torch.nn.LSTM(2 * args.hidden, args.hidden, bidirectional=True, batch_first=True)
-    lstm = lstm.cuda().to(torch.bfloat16).eval()
-    with torch.inference_mode():
-        for batch in (1, 16, 64):
-            bench_batch(lstm, batch, args.steps)
+    for name in args.dtypes.split(","):
+        lstm = torch.nn.LSTM(2 * args.hidden, args.hidden, bidirectional=True, batch_first=True)
+        lstm = lstm.cuda().to(getattr(torch, name)).eval()
+        with torch.inference_mode():
+            for batch in (1, 16, 64):
+                bench_batch(lstm, batch, args.steps)
 
 
 if __name__ == "__main__":
