@@ -335,6 +335,47 @@ def test_gliner_checkpoints_are_calibrated_on_texts_of_the_run_lengths() -> None
     assert len(calibration_words({"short": 0.01, "512": 1.0}, rng)) == CALIBRATION_TEXTS + 1
 
 
+def test_gliner_checkpoints_are_calibrated_on_the_run_device_and_dtype(
+    monkeypatch, tmp_path: Path
+) -> None:
+    """A random head's rescaled scores move with bfloat16 (a DeBERTa bench checkpoint
+    calibrated in float32 to 0.094 entities per word served 0.26 in bfloat16 on an H200): the
+    builder calibrates with gliner on the run's device and dtype, and checkpoints calibrated
+    for different runs are cached apart."""
+    from vllm_factory.heads.gliner import prep
+    from vllm_factory.testing.gliner import bench as gliner_bench
+
+    builds: dict[str, object] = {}
+    monkeypatch.setattr(
+        gliner_bench,
+        "cached_artifact",
+        lambda name, inputs, build, root: builds.setdefault(name, build) and root / name,
+    )
+    monkeypatch.setattr(prep, "prepare", lambda raw, out: None)
+    calls: list[list[object]] = []
+
+    class Reference:
+        variant, builder = "", Path(__file__)
+
+        def build_checkpoint(self, out, size, seed, calibrate, env=None):
+            calls.append(list(calibrate))
+            return out
+
+    for device, dtype in (("cpu", "float32"), ("cuda", "bfloat16"), ("cuda", "float32")):
+        gliner_bench.bench_checkpoint(
+            Reference(), "p", ["a b c"], ["x"], device=device, dtype=dtype
+        )
+    assert len(builds) == 3  # three names: one cached checkpoint per (device, dtype)
+    for name, build in builds.items():
+        (tmp_path / name).mkdir()
+        build(tmp_path / name)
+    for args, (device, dtype) in zip(
+        calls, (("cpu", "float32"), ("cuda", "bfloat16"), ("cuda", "float32")), strict=True
+    ):
+        assert args[args.index("--calibration-device") + 1] == device
+        assert args[args.index("--calibration-dtype") + 1] == dtype
+
+
 def test_a_baseline_that_does_not_start_is_reported_and_the_run_goes_on() -> None:
     """gliner.serve without Ray on the host: its start fails after the plugin's points were
     measured; those points still reach the report, which says why the peer is missing."""

@@ -122,16 +122,20 @@ def bench_checkpoint(
     labels: list[str],
     env: Any = None,
     threshold: float = THRESHOLD,
+    device: str = "cpu",
+    dtype: str = "float32",
 ) -> Path:
     """``reference``'s bench-size checkpoint (its variant), scores calibrated on ``texts`` and
-    ``labels`` to a trained model's entity density at ``threshold``, run through
-    ``vllm-factory-prep``: the prepared folder, cached under ``.artifacts/<package>-bench/``."""
+    ``labels`` to a trained model's entity density at ``threshold`` with gliner on ``device``
+    in ``dtype`` (the run's), run through ``vllm-factory-prep``: the prepared folder, cached
+    under ``.artifacts/<package>-bench/``."""
 
     def build(target: Path) -> None:
         texts_file = target / "calibration-texts.json"
         texts_file.write_text(json.dumps(texts))
         calibrate = ["--calibrate", ",".join(labels), "--threshold", str(threshold),
-                     "--calibration-texts", texts_file]  # fmt: skip
+                     "--calibration-texts", texts_file,
+                     "--calibration-device", device, "--calibration-dtype", dtype]  # fmt: skip
         raw = reference.build_checkpoint(target / "gliner", "bench", SEED, calibrate, env=env)
         from vllm_factory.heads.gliner.prep import prepare
 
@@ -140,7 +144,8 @@ def bench_checkpoint(
     variant = f"-{reference.variant}" if reference.variant else ""
     inputs = [reference.builder, *KIT_INPUTS]
     root = repo_root() / ".artifacts" / f"{package.replace('_', '-')}-bench"
-    calibration = hashlib.sha256(json.dumps([texts, labels, threshold]).encode()).hexdigest()
+    settings = json.dumps([texts, labels, threshold, device, dtype]).encode()
+    calibration = hashlib.sha256(settings).hexdigest()
     name = f"checkpoint{variant}-bench-seed{SEED}-cal{calibration[:8]}"
     return cached_artifact(name, inputs, build, root=root) / "served"
 
@@ -162,7 +167,10 @@ class GLiNERBenchSpec(PackageBenchSpec):
         if config.checkpoint:
             return Path(config.checkpoint)
         texts = self.calibration_texts(config.lengths)
-        return bench_checkpoint(self.reference, self.name, texts, LABELS, self.given_env(config))
+        return bench_checkpoint(
+            self.reference, self.name, texts, LABELS, self.given_env(config),
+            device=config.device, dtype=config.dtype,
+        )  # fmt: skip
 
     def calibration_texts(self, lengths: dict[str, float] | None = None) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of corpus and docstring

@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> dict:
     entities = linking_inputs(corpus, args.entities, long_descriptions=False)["entities"]
     items = workload(corpus["texts"], entities)
     checkpoint = args.checkpoint or bench_checkpoint(
-        reference, args.plugin, corpus["texts"], L1_LABELS
+        reference, args.plugin, corpus["texts"], L1_LABELS, device=args.device, dtype=args.dtype
     )
     ref = None
     if not args.skip_reference:

@@ -13,6 +13,7 @@ label projection scaled so that span scores spread over (0, 1), ``save_pretraine
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import random
@@ -81,26 +82,48 @@ def calibration_texts(corpus: dict, seed: int) -> list[str]:
 
 
 @torch.no_grad()
-def calibrate_density(model, labels: list[str], threshold: float, texts: list[str]) -> dict:
+def calibrate_density(
+    model,
+    labels: list[str],
+    threshold: float,
+    texts: list[str],
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> dict:
     """Lower every span score by one constant, found by bisection on gliner's own entities per
-    word over ``texts`` with ``labels`` (target: ``1 / WORDS_PER_ENTITY``).
+    word over ``texts`` with ``labels`` (target: ``1 / WORDS_PER_ENTITY``), with gliner run on
+    ``device`` in ``dtype``: the bench's device and dtype, since a random head's rescaled
+    scores are sensitive enough that bfloat16 alone moves the density (a DeBERTa bench
+    checkpoint calibrated in float32 to 0.094 entities per word served 0.26 in bfloat16 on an
+    H200). The saved (float32) model gets the shift found there.
 
     A score is ``span_vector . label_vector``. Coordinate 0 of both vectors is made a constant
     (the rows of the two output layers zeroed, their biases set): every score then moves by
     exactly ``span_bias[0] * label_bias[0]``, for any label, at the cost of one of the random
     coordinates."""
-    span_out = model.model.span_rep_layer.span_rep_layer.out_project[-1]
-    label_out = model.model.prompt_rep_layer[-1]
+    runner = model
+    if (device, dtype) != ("cpu", "float32"):
+        runner = copy.deepcopy(model).to(device).to(getattr(torch, dtype))
     words = sum(len(t.split()) for t in texts)
 
+    def output_layers(gliner) -> tuple[torch.nn.Linear, torch.nn.Linear]:
+        return gliner.model.span_rep_layer.span_rep_layer.out_project[
+            -1
+        ], gliner.model.prompt_rep_layer[-1]
+
     def density() -> float:
-        found = model.inference(texts, labels, threshold=threshold, batch_size=8)
+        found = runner.inference(texts, labels, threshold=threshold, batch_size=8)
         return sum(len(entities) for entities in found) / words
 
+    def make_constant(gliner) -> torch.nn.Linear:
+        span_out, label_out = output_layers(gliner)
+        span_out.weight[0].zero_()
+        label_out.weight[0].zero_()
+        span_out.bias[0] = 1.0
+        return label_out
+
     before = density()
-    span_out.weight[0].zero_()
-    label_out.weight[0].zero_()
-    span_out.bias[0] = 1.0
+    label_out = make_constant(runner)
 
     def shifted(shift: float) -> float:
         label_out.bias[0] = -shift
@@ -114,7 +137,10 @@ def calibrate_density(model, labels: list[str], threshold: float, texts: list[st
         middle = (low + high) / 2
         low, high = (middle, high) if shifted(middle) > target else (low, middle)
     reached = shifted(high)
+    if runner is not model:
+        make_constant(model).bias[0] = -high
     report = {"labels": labels, "threshold": threshold, "texts": len(texts), "words": words,
+              "device": device, "dtype": dtype,
               "entities_per_word_before": round(before, 4),
               "entities_per_word": round(reached, 4), "score_shift": round(high, 4)}  # fmt: skip
     LOG.info("calibrated: %s", report)
@@ -145,15 +171,15 @@ def build_gliner(
     corpus: dict,
     out: Path,
     center: bool = False,
-    calibrate: tuple[list[str], float, list[str]] | None = None,
+    calibrate: tuple[list[str], float, list[str], str, str] | None = None,
     labels_dir: Path | None = None,
 ) -> None:
     """gliner's own span model on the saved backbone + tokenizer in ``backbone_dir`` (any
     encoder gliner supports): add its marker tokens, resize, scale the scores, save to ``out``.
     ``center``: first shift the label vectors to mean zero (for encoders whose random outputs
     share a large common direction, which otherwise puts nearly every score near 1).
-    ``calibrate`` (labels, threshold, texts): then lower every score to a trained model's
-    entity density (:func:`calibrate_density`; the figures go to ``out/calibration.json``).
+    ``calibrate`` (labels, threshold, texts, device, dtype): then lower every score to a trained
+    model's entity density (:func:`calibrate_density`; the figures go to ``out/calibration.json``).
     ``labels_dir``: a saved encoder + tokenizer for the labels: gliner's bi-encoder span model
     (text words alone through ``backbone_dir``, each label mean-pooled through this encoder;
     no marker tokens), saved with its ``labels_tokenizer/`` as gliner saves it.
@@ -249,7 +275,8 @@ def main(
         if args.calibrate:
             texts = (json.loads(args.calibration_texts.read_text()) if args.calibration_texts
                      else calibration_texts(corpus, args.seed))  # fmt: skip
-            calibrate = (args.calibrate.split(","), args.threshold, texts)
+            calibrate = (args.calibrate.split(","), args.threshold, texts,
+                         args.calibration_device, args.calibration_dtype)  # fmt: skip
         labels_dir = None
         if args.bi_encoder:  # the label encoder: by default the same kind, other weights
             labels_dir = Path(tmp) / "labels"
@@ -274,3 +301,8 @@ def _calibration_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--threshold", type=float, default=0.5, help="with --calibrate")
     ap.add_argument("--calibration-texts", type=Path, help="with --calibrate: a JSON list of "
                     "texts like the bench's (default: the corpus texts joined)")  # fmt: skip
+    ap.add_argument("--calibration-device", default="cpu", help="with --calibrate: where gliner "
+                    "runs while calibrating (the bench's device)")  # fmt: skip
+    ap.add_argument("--calibration-dtype", choices=("float32", "bfloat16", "float16"),
+                    default="float32", help="with --calibrate: gliner's dtype while calibrating "
+                    "(the bench's dtype; the checkpoint is saved in float32)")  # fmt: skip
