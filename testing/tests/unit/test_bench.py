@@ -31,6 +31,17 @@ def test_parse_lengths() -> None:
         bench.parse_lengths("128:-1")
 
 
+def test_encodings_are_vllm_request_fields() -> None:
+    assert bench.encoding_fields("float") == {"encoding_format": "float"}
+    assert bench.encoding_fields("base64") == {"encoding_format": "base64"}
+    half = bench.encoding_fields("base64-fp16")
+    assert half == {"encoding_format": "base64", "embed_dtype": "float16"}
+    _, config = bench.parse_args(["--plugin", "p", "--encoding", "base64-fp16"])
+    assert config.encoding == "base64-fp16"
+    with pytest.raises(ValueError, match="encoding"):
+        bench.encoding_fields("bytes")
+
+
 def test_server_env_option() -> None:
     argv = ["--plugin", "p", "--server-env", "VLLM_CPU_NUM_OF_RESERVED_CPU=0", "--server-env"]
     _, config = bench.parse_args([*argv, "A=b=c"])

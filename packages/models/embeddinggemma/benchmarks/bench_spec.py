@@ -27,7 +27,13 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from vllm_factory.testing.bench import BenchConfig, PluginSpec, ServerSpec, repo_root
+from vllm_factory.testing.bench import (
+    BenchConfig,
+    PluginSpec,
+    ServerSpec,
+    encoding_fields,
+    repo_root,
+)
 from vllm_factory.testing.refenv import SCRIPTS, cached_artifact, script_env
 
 HERE = Path(__file__).resolve().parent
@@ -57,7 +63,7 @@ def _check_native(answer: dict) -> None:
 
 
 def _native_body(model: str, text: str, encoding: str) -> dict:
-    return {"model": model, "input": text, "task": "embed", "encoding_format": encoding}
+    return {"model": model, "input": text, "task": "embed", **encoding_fields(encoding)}
 
 
 def _plugin_body(model: str, text: str, encoding: str) -> dict:

@@ -91,6 +91,21 @@ MATMUL_N = 8192
 DESCRIBED_REQUESTS = 32
 
 
+# ``--encoding``: how vectors come back, from the plugin (in ``data``) and from vLLM's native
+# pooling API (top level) alike, with vLLM's field names.
+ENCODINGS = ("float", "base64", "base64-fp16")
+
+
+def encoding_fields(encoding: str) -> dict[str, str]:
+    """The request fields of one of :data:`ENCODINGS`: ``encoding_format``, and for
+    ``base64-fp16`` ``embed_dtype`` (half the bytes of base64 float32)."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+    if encoding == "base64-fp16":
+        return {"encoding_format": "base64", "embed_dtype": "float16"}
+    return {"encoding_format": encoding}
+
+
 @dataclass
 class ServerSpec:
     """One way of serving the checkpoint (the plugin, or vLLM's native model)."""
@@ -103,7 +118,7 @@ class ServerSpec:
     hf_overrides: dict[str, Any] | None
     make_body: Callable[[str, str, str], dict]
     """``(model, text, encoding) -> JSON body`` of ``POST /pooling`` for one text; ``encoding``
-    is ``"float"`` (JSON number lists) or ``"base64"`` (packed float32), as the server offers."""
+    is one of :data:`ENCODINGS` (:func:`encoding_fields`), as the server offers."""
     check: Callable[[dict], None]
     """Raises if a response JSON does not have the expected shape."""
     extra_args: Sequence[str] = ()
@@ -870,8 +885,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument("--out-dir", type=Path, help="results root (default: the spec's results/)")
     ap.add_argument("--tag", help="file name stem (default: <plugin>-<mode>)")
     ap.add_argument(
-        "--encoding", choices=["float", "base64"], default="float",
-        help="response vectors as JSON floats or base64 float32 (plugin and native alike)",
+        "--encoding", choices=ENCODINGS, default="float",
+        help="response vectors as JSON floats, base64 float32 or base64 float16 (plugin and "
+        "native alike)",
     )  # fmt: skip
     ap.add_argument(
         "--workload", default="",

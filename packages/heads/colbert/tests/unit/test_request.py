@@ -21,6 +21,8 @@ def test_single_text_and_list():
         {"text": ["a"] * 1025},
         {"text": "a", "encoding_format": "bytes"},
         {"text": "a", "encoding_format": None},
+        {"text": "a", "encoding_format": "base64", "embed_dtype": "int8"},
+        {"text": "a", "encoding_format": "base64", "embed_dtype": "fp8_e4m3"},
     ],
 )
 def test_rejected(data):
@@ -32,6 +34,14 @@ def test_encoding_format_defaults_to_float():
     assert ColBERTRequest.model_validate({"text": "a"}).encoding_format == "float"
     request = ColBERTRequest.model_validate({"text": "a", "encoding_format": "base64"})
     assert request.encoding_format == "base64"
+
+
+def test_embed_dtype_defaults_to_float32_and_takes_half_precision_with_base64():
+    assert ColBERTRequest.model_validate({"text": "a"}).embed_dtype == "float32"
+    for dtype in ("float16", "bfloat16"):
+        data = {"text": "a", "encoding_format": "base64", "embed_dtype": dtype}
+        request = ColBERTRequest.model_validate(data)
+        assert request.embed_dtype == dtype and request.problem() is None
 
 
 def test_scoring_form():
@@ -49,6 +59,8 @@ def test_scoring_form():
         ({"query": "q", "documents": ["a"], "text": "x"}, "data.text"),
         ({"query": "q", "documents": ["a"], "is_query": True}, "data.is_query"),
         ({}, "data.text"),
+        ({"text": "a", "embed_dtype": "float16"}, "data.embed_dtype"),
+        ({"query": "q", "documents": ["a"], "embed_dtype": "float16"}, "data.embed_dtype"),
     ],
 )
 def test_forms_that_do_not_fit_name_the_field(data, field):

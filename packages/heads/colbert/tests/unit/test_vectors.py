@@ -3,8 +3,9 @@
 import base64
 
 import numpy as np
+import pytest
 import torch
-from vllm_factory.heads.colbert.vectors import as_float32, encode_vectors
+from vllm_factory.heads.colbert.vectors import as_float32, decode_vectors, encode_vectors
 
 
 def test_base64_is_the_exact_little_endian_float32_matrix():
@@ -31,3 +32,23 @@ def test_as_float32_views_float32_and_converts_the_rest():
     half = as_float32(vectors.to(torch.bfloat16))
     assert half.dtype == np.float32
     np.testing.assert_array_equal(half, vectors.to(torch.bfloat16).float().numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_base64_is_the_rounded_matrix_in_half_the_bytes(dtype):
+    vectors = torch.randn(5, 32, generator=torch.Generator().manual_seed(2))
+    full = encode_vectors(as_float32(vectors), "base64")
+    half = encode_vectors(as_float32(vectors), "base64", dtype)
+    assert half["dtype"] == dtype and "dtype" not in full
+    assert len(base64.b64decode(half["embeddings"])) == 2 * 5 * 32
+    rounded = vectors.to(getattr(torch, dtype)).float().numpy()
+    np.testing.assert_array_equal(decode_vectors(half), rounded)  # exactly torch's rounding
+    np.testing.assert_array_equal(decode_vectors(full), vectors.numpy())
+
+
+def test_half_precision_bytes_are_little_endian():
+    vectors = np.array([[1.0, -2.0]], dtype=np.float32)
+    f16 = base64.b64decode(encode_vectors(vectors, "base64", "float16")["embeddings"])
+    assert f16 == np.array([1.0, -2.0], dtype="<f2").tobytes() == b"\x00\x3c\x00\xc0"
+    bf16 = base64.b64decode(encode_vectors(vectors, "base64", "bfloat16")["embeddings"])
+    assert bf16 == b"\x80\x3f\x00\xc0"  # the top halves of float32 1.0 and -2.0

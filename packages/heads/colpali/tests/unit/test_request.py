@@ -33,6 +33,8 @@ def test_scoring_form_orders_images_then_documents():
         ({"query": "q"}, "data.images"),
         ({"images": ["x"]}, "data.query"),
         ({"query": "q", "images": ["x"], "text": "t"}, "data.text"),
+        ({"image": "x", "embed_dtype": "float16"}, "data.embed_dtype"),
+        ({"query": "q", "images": ["x"], "embed_dtype": "bfloat16"}, "data.embed_dtype"),
     ],
 )
 def test_mixed_or_missing_fields_name_the_field(data, field):
@@ -49,6 +51,7 @@ def test_mixed_or_missing_fields_name_the_field(data, field):
         {"text": " "},
         {"query": "q", "images": ["x"], "top_k": 0},
         {"text": "a", "encoding_format": "int8"},
+        {"text": "a", "encoding_format": "base64", "embed_dtype": "int8"},
         {"text": "a", "unknown": 1},
     ],
 )

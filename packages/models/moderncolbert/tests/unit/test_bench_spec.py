@@ -48,6 +48,14 @@ def test_bodies_ask_both_servers_for_the_same_encoding(encoding: str) -> None:
     assert data.get("encoding_format", "float") == encoding
 
 
+def test_base64_fp16_asks_both_servers_for_float16_numbers() -> None:
+    native, plugin = bench_spec.SPEC.servers(Path("ckpt"))
+    body = native.make_body("m", "t", "base64-fp16")
+    assert (body["encoding_format"], body["embed_dtype"]) == ("base64", "float16")
+    data = plugin.make_body("m", "t", "base64-fp16")["data"]
+    assert (data["encoding_format"], data["embed_dtype"]) == ("base64", "float16")
+
+
 def test_checks_accept_both_encodings_and_reject_empty_answers() -> None:
     import base64
 

@@ -12,7 +12,8 @@ backbone, the FLOPs of its encoder) and sets ``SPEC = MySpec(__file__)``.
   special token). vLLM's native ColBERT model: ``{"input": T, "task": "token_embed"}`` (one
   token fewer). Token counts in the results are PyLate's. With ``--encoding base64`` both ask
   for base64 float32 vectors (the plugin through ``data.encoding_format``, native through
-  vLLM's top-level ``encoding_format``).
+  vLLM's top-level ``encoding_format``), with ``base64-fp16`` for float16 ones (``embed_dtype``
+  in the same places).
 - Reference: PyLate's ``encode`` in process (the shared baseline, ``--library pylate``).
 """
 
@@ -25,7 +26,13 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from vllm_factory.testing.bench import BenchConfig, PluginSpec, ServerSpec, repo_root
+from vllm_factory.testing.bench import (
+    BenchConfig,
+    PluginSpec,
+    ServerSpec,
+    encoding_fields,
+    repo_root,
+)
 from vllm_factory.testing.colbert.references import KIT_INPUTS, package_reference, pylate_env
 from vllm_factory.testing.refenv import GivenPython, cached_artifact
 
@@ -36,8 +43,9 @@ SETTINGS = "config_sentence_transformers.json"
 def check_plugin(answer: dict) -> None:
     item = answer["data"][0]
     embeddings = item["embeddings"]
-    if isinstance(embeddings, str):  # base64 float32 [num_tokens, dim]
-        ok = len(base64.b64decode(embeddings)) == 4 * item["num_tokens"] * item["dim"]
+    if isinstance(embeddings, str):  # base64 [num_tokens, dim], float32 unless "dtype" says
+        width = 2 if item.get("dtype") in ("float16", "bfloat16") else 4
+        ok = len(base64.b64decode(embeddings)) == width * item["num_tokens"] * item["dim"]
     else:
         ok = bool(embeddings) and len(embeddings[0]) >= 2
     if not ok:
@@ -52,13 +60,13 @@ def check_native(answer: dict) -> None:
 
 
 def native_body(model: str, text: str, encoding: str) -> dict:
-    return {"model": model, "input": text, "task": "token_embed", "encoding_format": encoding}
+    return {"model": model, "input": text, "task": "token_embed", **encoding_fields(encoding)}
 
 
 def plugin_body(model: str, text: str, encoding: str) -> dict:
     data = {"text": text, "is_query": False}
     if encoding != "float":
-        data["encoding_format"] = encoding
+        data.update(encoding_fields(encoding))
     return {"model": model, "data": data}
 
 

@@ -7,6 +7,7 @@ import base64
 
 import numpy as np
 import pytest
+from vllm_factory.heads.colbert.vectors import decode_vectors
 from vllm_factory.testing.requests import bad_text_requests
 
 # What a package's test module collects (``from ... import *``).
@@ -32,19 +33,32 @@ def test_batch_equals_one_request_per_text(encode, corpus):
         np.testing.assert_allclose(alone, together, atol=1e-5)
 
 
+# Relative bound of a base64 number in each embed_dtype: half a unit in the last place for the
+# rounding, and one more for two forwards' float32 noise (1.5e-7) landing across a boundary.
+EMBED_DTYPE_RTOL = {"float32": 0.0, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+
+
+@pytest.mark.parametrize("embed_dtype", list(EMBED_DTYPE_RTOL))
 @pytest.mark.parametrize("is_query", [True, False])
-def test_base64_encoding_decodes_to_the_float_vectors(server, encode, corpus, is_query):
+def test_base64_encoding_decodes_to_the_float_vectors(
+    server, encode, corpus, is_query, embed_dtype
+):
     texts = corpus["queries" if is_query else "documents"][:4]
     floats = encode(texts, is_query=is_query)
-    response = server.pooling({"text": texts, "is_query": is_query, "encoding_format": "base64"})
+    data = {"text": texts, "is_query": is_query, "encoding_format": "base64"}
+    if embed_dtype != "float32":
+        data["embed_dtype"] = embed_dtype
+    response = server.pooling(data)
     assert response.status_code == 200, response.text
     for item, expected in zip(response.json()["data"], floats):
+        assert item.get("dtype", "float32") == embed_dtype
         raw = base64.b64decode(item["embeddings"])
-        vectors = np.frombuffer(raw, dtype="<f4").reshape(item["num_tokens"], item["dim"])
+        assert len(raw) == (2 if embed_dtype != "float32" else 4) * expected.size
+        vectors = decode_vectors(item)
         assert vectors.shape == expected.shape
         # Two requests are two forwards: vLLM may batch them differently, and the CPU
         # attention kernel's summation order follows the batch (seen: 1.5e-7 apart).
-        np.testing.assert_allclose(vectors, expected, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(vectors, expected, rtol=EMBED_DTYPE_RTOL[embed_dtype], atol=1e-6)
 
 
 def test_single_text_gives_one_result(encode):
@@ -65,6 +79,8 @@ BAD_REQUESTS = [
     ({"text": "x", "is_query": "yes"}, "data.is_query"),
     ({"text": "x", "is_query": 1}, "data.is_query"),
     ({"text": "x", "encoding_format": "bytes"}, "data.encoding_format"),
+    ({"text": "x", "encoding_format": "base64", "embed_dtype": "int8"}, "data.embed_dtype"),
+    ({"text": "x", "embed_dtype": "float16"}, "data.embed_dtype"),
     ({"text": ["x"] * 1025}, "data.text"),
     ({"text": "x" * 1_000_001}, "data.text"),
     ("just a string", "data"),

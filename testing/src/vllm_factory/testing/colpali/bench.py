@@ -55,6 +55,7 @@ from vllm_factory.testing.bench import (
     PluginSpec,
     ServerSpec,
     build_corpus,
+    encoding_fields,
     repo_root,
     word_pool,
 )
@@ -326,14 +327,14 @@ def native_chat_template(image_prompt: str, placeholder: str) -> str:
 def plugin_page_body(model: str, path: str, encoding: str) -> dict:
     data: dict[str, Any] = {"image": image_b64(path)}
     if encoding != "float":
-        data["encoding_format"] = encoding
+        data.update(encoding_fields(encoding))
     return {"model": model, "data": data}
 
 
 def plugin_query_body(model: str, text: str, encoding: str) -> dict:
     data: dict[str, Any] = {"text": text, "is_query": True}
     if encoding != "float":
-        data["encoding_format"] = encoding
+        data.update(encoding_fields(encoding))
     return {"model": model, "data": data}
 
 
@@ -341,13 +342,13 @@ def native_page_body(model: str, path: str, encoding: str) -> dict:
     url = "data:image/png;base64," + image_b64(path)
     message = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
     return {"model": model, "messages": [message], "task": "token_embed",
-            "encoding_format": encoding}  # fmt: skip
+            **encoding_fields(encoding)}  # fmt: skip
 
 
 def native_query_body(suffix: str, prefix: str = "") -> Callable[[str, str, str], dict]:
     def body(model: str, text: str, encoding: str) -> dict:
         return {"model": model, "input": prefix + text + suffix, "task": "token_embed",
-                "encoding_format": encoding}  # fmt: skip
+                **encoding_fields(encoding)}  # fmt: skip
 
     return body
 
@@ -355,26 +356,28 @@ def native_query_body(suffix: str, prefix: str = "") -> Callable[[str, str, str]
 def plugin_vectors(answer: dict) -> list[Any]:
     """The token-vector matrices (numpy float32) of a plugin answer."""
     import numpy as np
+    from vllm_factory.heads.colbert.vectors import decode_vectors
 
     out = []
     for item in answer["data"]:
         if isinstance(item["embeddings"], str):
-            raw = base64.b64decode(item["embeddings"])
-            out.append(np.frombuffer(raw, "<f4").reshape(item["num_tokens"], item["dim"]))
+            out.append(decode_vectors(item))
         else:
             out.append(np.asarray(item["embeddings"], dtype=np.float32))
     return out
 
 
-def native_vectors(answer: dict, dim: int) -> list[Any]:
+def native_vectors(answer: dict, dim: int, embed_dtype: str = "float32") -> list[Any]:
     """The token-vector matrices (numpy float32) of a native ``token_embed`` answer (base64:
-    float32 in the server's byte order, little-endian on x86 and ARM hosts)."""
+    ``embed_dtype`` numbers in the server's byte order, little-endian on x86 and ARM hosts)."""
     import numpy as np
 
+    dtype = {"float32": "<f4", "float16": "<f2"}[embed_dtype]
     out = []
     for item in answer["data"]:
         if isinstance(item["data"], str):
-            out.append(np.frombuffer(base64.b64decode(item["data"]), "<f4").reshape(-1, dim))
+            raw = np.frombuffer(base64.b64decode(item["data"]), dtype)
+            out.append(raw.astype(np.float32).reshape(-1, dim))
         else:
             out.append(np.asarray(item["data"], dtype=np.float32))
     return out
@@ -701,7 +704,10 @@ class ColPaliBenchSpec(PluginSpec):
 
     def describe_native(self, bodies: list[dict], answers: list[dict], dim: int) -> dict:
         """Tokens per request of native's answers and their difference from the plugin's."""
-        vectors = [native_vectors(answer, dim)[0] for answer in answers]
+        vectors = [
+            native_vectors(answer, dim, body.get("embed_dtype", "float32"))[0]
+            for body, answer in zip(bodies, answers, strict=True)
+        ]
         figures = self._token_figures([len(v) for v in vectors])
         if self.plugin_seen:
             figures.update(compare(vectors, self.plugin_seen))

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+from vllm_factory.heads.colbert.vectors import decode_vectors
 from vllm_factory.testing.colpali.references import ColPaliReference
 from vllm_factory.testing.fixtures import (
     fixture_names,
@@ -141,8 +142,7 @@ def vectors_of(response) -> list[np.ndarray]:
     out = []
     for item in response.json()["data"]:
         if isinstance(item["embeddings"], str):
-            raw = base64.b64decode(item["embeddings"])
-            matrix = np.frombuffer(raw, dtype="<f4").reshape(item["num_tokens"], item["dim"])
+            matrix = decode_vectors(item)
         else:
             matrix = np.asarray(item["embeddings"], dtype=np.float32)
         assert len(matrix) == item["num_tokens"]

@@ -101,6 +101,11 @@ def test_base64_encoding_is_the_float_matrix(server, corpus):
     item = response.json()["data"][0]
     assert item["dim"] == floats.shape[1]
     np.testing.assert_array_equal(vectors_of(response)[0], floats)
+    # Half the bytes: float16 numbers, the float32 vectors rounded (a second forward, so up to
+    # one unit in the last place apart).
+    half = server.pooling({**data, "encoding_format": "base64", "embed_dtype": "float16"})
+    assert half.json()["data"][0]["dtype"] == "float16"
+    np.testing.assert_allclose(vectors_of(half)[0], floats, rtol=2.0**-10, atol=1e-6)
 
 
 def test_scoring_top_k(server, corpus):
@@ -136,6 +141,7 @@ def assert_400(response, field: str) -> None:
         ({"query": "q"}, "data.images"),
         ({"query": "q", "images": ["??"]}, "data.images.0"),
         ({"text": "a", "unknown": 1}, "data.unknown"),
+        ({"text": "a query", "embed_dtype": "float16"}, "data.embed_dtype"),
     ],
 )
 def test_bad_requests_name_the_field(server, data, field):

@@ -179,7 +179,7 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
         results = []
         for output in outputs:
             vectors = self.kept_vectors(output, request.is_query)
-            results.append(encode_vectors(vectors, request.encoding_format or "float"))
+            results.append(encode_vectors(vectors, request.encoding_format, request.embed_dtype))
         return results
 
     def kept_vectors(self, output: Any, is_query: bool) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 Two forms:
 
-- encoding: ``{"text": str | [str, ...], "is_query": bool, "encoding_format": ...}`` returns
-  each text's token vectors;
+- encoding: ``{"text": str | [str, ...], "is_query": bool, "encoding_format": ...,
+  "embed_dtype": ...}`` returns each text's token vectors (``vectors``: the encodings);
 - scoring: ``{"query": str, "documents": [str, ...], "top_k": int}`` returns one MaxSim score
   per document (and the ``top_k`` best), the vectors never leaving the server.
 """
@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 from vllm_factory.core.request import AtLeastOne, check_texts
+from vllm_factory.heads.colbert.vectors import embed_dtype_problem
 
 MAX_TEXTS_PER_REQUEST = 1024
 # Longer texts would only be truncated after an expensive tokenization.
@@ -33,6 +34,9 @@ class ColBERTRequest(BaseModel):
     # little-endian float32 bytes, row-major, base64-encoded: ~4x smaller and far cheaper
     # to encode and parse than a JSON list of 65k floats per 512-token document.
     encoding_format: Literal["float", "base64"] = "float"
+    # base64 numbers in float32 (default) or, half the bytes, float16 / bfloat16 (vLLM's name
+    # for the same option of its own pooling API).
+    embed_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     query: str | None = None
     documents: list[str] | None = None
     top_k: AtLeastOne | None = None
@@ -47,7 +51,7 @@ class ColBERTRequest(BaseModel):
     def problem(self) -> tuple[str, str] | None:
         """(field, message) when the fields do not form one of the two request forms."""
         scoring = {"query", "documents", "top_k"} & self.model_fields_set
-        encoding = {"text", "is_query", "encoding_format"} & self.model_fields_set
+        encoding = {"text", "is_query", "encoding_format", "embed_dtype"} & self.model_fields_set
         if scoring and encoding:
             field = min(encoding)
             return f"data.{field}", (
@@ -60,7 +64,7 @@ class ColBERTRequest(BaseModel):
             return None
         if self.text is None:
             return "data.text", "data.text: field required (or data.query and data.documents)"
-        return None
+        return embed_dtype_problem(self.encoding_format, self.embed_dtype)
 
     @property
     def is_scoring(self) -> bool:

@@ -124,4 +124,4 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
             if request.top_k is None:
                 return {"scores": scores}
             return {"scores": scores, "top": top_k(scores, request.top_k)}
-        return [encode_vectors(v, request.encoding_format) for v in vectors]
+        return [encode_vectors(v, request.encoding_format, request.embed_dtype) for v in vectors]

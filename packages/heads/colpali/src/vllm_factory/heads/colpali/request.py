@@ -4,7 +4,8 @@ Two forms:
 
 - encoding: ``{"text": str | [str, ...], "is_query": bool}`` or ``{"image": str | [str, ...]}``
   (each image: raw base64, a ``data:`` URL, an http(s) URL or a local path; see ``images``),
-  plus ``"encoding_format": "float" | "base64"``; returns each input's token vectors;
+  plus ``"encoding_format": "float" | "base64"`` and, for base64, ``"embed_dtype"``; returns
+  each input's token vectors;
 - scoring: ``{"query": str, "images": [str, ...], "documents": [str, ...], "top_k": int}``
   (images and/or text documents) returns one MaxSim score per document, images first, the
   vectors never leaving the server.
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 from vllm_factory.core.request import AtLeastOne, check_texts
+from vllm_factory.heads.colbert.vectors import embed_dtype_problem
 
 MAX_TEXTS_PER_REQUEST = 1024
 MAX_IMAGES_PER_REQUEST = 64
@@ -40,6 +42,9 @@ class ColPaliRequest(BaseModel):
     image: str | list[str] | None = None
     is_query: bool = False
     encoding_format: Literal["float", "base64"] = "float"
+    # base64 numbers in float32 (default) or, half the bytes, float16 / bfloat16 (vLLM's name
+    # for the same option of its own pooling API).
+    embed_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     query: str | None = None
     images: list[str] | None = None
     documents: list[str] | None = None
@@ -65,7 +70,7 @@ class ColPaliRequest(BaseModel):
         """(field, message) when the fields do not form one of the request forms."""
         given = self.model_fields_set
         scoring = {"query", "images", "documents", "top_k"} & given
-        encoding = {"text", "image", "is_query", "encoding_format"} & given
+        encoding = {"text", "image", "is_query", "encoding_format", "embed_dtype"} & given
         if scoring and encoding:
             field = min(encoding)
             return f"data.{field}", (
@@ -83,7 +88,7 @@ class ColPaliRequest(BaseModel):
             return "data.text", "data.text: field required (or data.image, or data.query)"
         if self.image is not None and "is_query" in given:
             return "data.is_query", "data.is_query: applies to texts only (images are documents)"
-        return None
+        return embed_dtype_problem(self.encoding_format, self.embed_dtype)
 
     @property
     def is_scoring(self) -> bool:
