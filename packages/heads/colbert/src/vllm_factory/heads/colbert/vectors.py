@@ -9,11 +9,16 @@ against 0.44 ms with the standard library's ``base64``, paid per document in the
 ``embed_dtype`` (base64 only; vLLM's name for the same choice of its own pooling API):
 ``"float32"`` (the default), ``"float16"`` or ``"bfloat16"``: two bytes a number, half the
 response (a 512 x 128 document: 175 KB of base64 instead of 350 KB), which is what a server
-answering ~900 documents/s sends over its network (315 MB/s in float32). The item then says
-``"dtype"``; :func:`decode_vectors` reads any of them back as float32.
+answering ~900 documents/s sends over its network (315 MB/s in float32). Same encoding cost
+(0.030 / 0.032 ms against 0.031 ms for float32 on the 2-core CPU, and half the JSON writing:
+0.006 against 0.013 ms); max error of a unit-norm vector's number: 1.2e-4 (float16), 9.7e-4
+(bfloat16). The item then says ``"dtype"``; :func:`decode_vectors` reads any of them back as
+float32.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pybase64
@@ -40,11 +45,13 @@ def encode_vectors(vectors: np.ndarray, encoding_format: str, embed_dtype: str =
 
 
 def _little_endian_bytes(vectors: np.ndarray, embed_dtype: str) -> bytes:
-    if embed_dtype == "bfloat16":  # NumPy has no bfloat16: torch rounds, its bits travel
-        bits = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
-        return bits.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
-    dtype = {"float32": "<f4", "float16": "<f2"}[embed_dtype]
-    return np.ascontiguousarray(vectors, dtype=dtype).tobytes()
+    if embed_dtype == "float32":
+        return np.ascontiguousarray(vectors, dtype="<f4").tobytes()
+    # torch rounds to float16 / bfloat16 (to nearest even) ten times faster than NumPy's astype
+    # (0.016 vs 0.15 ms for 512 x 128 on the 2-core CPU); NumPy has no bfloat16 at all.
+    full = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
+    bits = full.to(getattr(torch, embed_dtype)).view(torch.int16).numpy()
+    return (bits if sys.byteorder == "little" else bits.astype("<i2")).tobytes()
 
 
 def decode_vectors(item: dict) -> np.ndarray:
