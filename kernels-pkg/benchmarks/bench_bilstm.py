@@ -40,12 +40,14 @@ def launch(gates, w_hh, lengths, out, state, block_h: int, warps: int, stages: i
 
     batch, steps, _, four_h = gates.shape
     hidden = four_h // 4
+    block_k = triton.next_power_of_2(hidden)
+    k_chunk = block_k if w_hh.element_size() < 4 else min(block_k, 32)  # as lstm_triton
     state.zero_()
     _triton_lstm._bilstm_kernel[(triton.cdiv(batch, 16), 2)](
         gates, w_hh, lengths, out, state[: 4 * batch * hidden], state[4 * batch * hidden :],
         batch, steps, hidden,
         gates.stride(0), gates.stride(1), gates.stride(2), out.stride(0), out.stride(1),
-        BLOCK_B=16, BLOCK_H=block_h, BLOCK_K=triton.next_power_of_2(hidden),
+        BLOCK_B=16, BLOCK_H=block_h, BLOCK_K=block_k, K_CHUNK=k_chunk,
         IEEE=w_hh.dtype == torch.float32, num_warps=warps, num_stages=stages,
     )  # fmt: skip
 

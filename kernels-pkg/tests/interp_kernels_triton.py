@@ -289,7 +289,12 @@ def test_deberta_attention_half_precision(triton_calls, dtype: torch.dtype) -> N
 
 # --- bidirectional LSTM -------------------------------------------------------------------------
 
-LSTM_CASES = [([1], 32, 32), ([9, 7, 7, 3, 1], 48, 32), ([5, 5], 40, 24), ([3, 17, 2], 64, 64)]
+# float32 weights with H > 32 take the K_CHUNK path (32 columns of h at a time): 64 (two
+# chunks), 48 (a masked second chunk), 96 (three chunks, BLOCK_K 128).
+LSTM_CASES = [
+    ([1], 32, 32), ([9, 7, 7, 3, 1], 48, 32), ([5, 5], 40, 24), ([3, 17, 2], 64, 64),
+    ([4, 2], 40, 48), ([3, 1], 32, 96),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("lengths", "width", "hidden"), LSTM_CASES)

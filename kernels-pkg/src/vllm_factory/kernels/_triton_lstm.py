@@ -3,8 +3,9 @@
 Grid: (blocks of ``BLOCK_B`` sequences, 2 directions). A program loops over the time steps
 itself: at step s, each of its sequences reads ``h`` (float32, ping-pong buffers in global
 memory, so a step never reads what it writes), multiplies it by ``W_hh`` a chunk of
-``BLOCK_H`` hidden units at a time (the four gates of those units), updates ``c`` and ``h`` of
-those units and writes the output row. A sequence's backward direction starts at its own last
+``BLOCK_H`` hidden units at a time (the four gates of those units; for float32 weights also
+``K_CHUNK`` columns of ``h`` at a time), updates ``c`` and ``h`` of those units and writes the
+output row. A sequence's backward direction starts at its own last
 word, and a step past its length changes nothing, so no padding ever enters the state.
 """
 
@@ -47,7 +48,8 @@ def _bilstm_kernel(
     batch, steps, hidden,
     stride_gb, stride_gt, stride_gd,
     stride_ob, stride_ot,
-    BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr,
+    BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, K_CHUNK: tl.constexpr,
+    IEEE: tl.constexpr,
 ):  # fmt: skip
     block = tl.program_id(0)
     direction = tl.program_id(1)
@@ -63,11 +65,12 @@ def _bilstm_kernel(
         pos = tl.where(direction == 0, step, length - 1 - step)
         read = h_ptr + ((step % 2) * 2 + direction) * batch * hidden
         write = h_ptr + (((step + 1) % 2) * 2 + direction) * batch * hidden
-        h_prev = tl.load(
-            read + rows[:, None] * hidden + ks[None, :],
-            mask=row_ok[:, None] & k_ok[None, :], other=0.0,
-        )  # fmt: skip
-        h_in = h_prev.to(whh_ptr.dtype.element_ty)
+        if K_CHUNK == BLOCK_K:  # the whole h row block at once (16-bit weights)
+            h_prev = tl.load(
+                read + rows[:, None] * hidden + ks[None, :],
+                mask=row_ok[:, None] & k_ok[None, :], other=0.0,
+            )  # fmt: skip
+            h_in = h_prev.to(whh_ptr.dtype.element_ty)
         gx_rows = gx_ptr + rows[:, None] * stride_gb + pos[:, None] * stride_gt
         gx_rows += direction * stride_gd
         out_rows = out_ptr + rows[:, None] * stride_ob + pos[:, None] * stride_ot
@@ -75,15 +78,33 @@ def _bilstm_kernel(
         for start in range(0, hidden, BLOCK_H):
             units = start + tl.arange(0, BLOCK_H)
             u_ok = units < hidden
-            w_mask = k_ok[:, None] & u_ok[None, :]
             m = active[:, None] & u_ok[None, :]
-            gi = _gate(h_in, w_base, 0, hidden, units, ks, w_mask, IEEE)
+            if K_CHUNK == BLOCK_K:
+                w_mask = k_ok[:, None] & u_ok[None, :]
+                gi = _gate(h_in, w_base, 0, hidden, units, ks, w_mask, IEEE)
+                gf = _gate(h_in, w_base, 1, hidden, units, ks, w_mask, IEEE)
+                gg = _gate(h_in, w_base, 2, hidden, units, ks, w_mask, IEEE)
+                go = _gate(h_in, w_base, 3, hidden, units, ks, w_mask, IEEE)
+            else:  # K_CHUNK columns of h and rows of W_hh at a time: few registers (float32)
+                gi = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+                gf = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+                gg = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+                go = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+                for k0 in range(0, hidden, K_CHUNK):
+                    kc = k0 + tl.arange(0, K_CHUNK)
+                    kc_ok = kc < hidden
+                    h_c = tl.load(
+                        read + rows[:, None] * hidden + kc[None, :],
+                        mask=row_ok[:, None] & kc_ok[None, :], other=0.0,
+                    ).to(whh_ptr.dtype.element_ty)  # fmt: skip
+                    w_mask = kc_ok[:, None] & u_ok[None, :]
+                    gi += _gate(h_c, w_base, 0, hidden, units, kc, w_mask, IEEE)
+                    gf += _gate(h_c, w_base, 1, hidden, units, kc, w_mask, IEEE)
+                    gg += _gate(h_c, w_base, 2, hidden, units, kc, w_mask, IEEE)
+                    go += _gate(h_c, w_base, 3, hidden, units, kc, w_mask, IEEE)
             gi += tl.load(gx_rows + units[None, :], mask=m, other=0.0).to(tl.float32)
-            gf = _gate(h_in, w_base, 1, hidden, units, ks, w_mask, IEEE)
             gf += tl.load(gx_rows + hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
-            gg = _gate(h_in, w_base, 2, hidden, units, ks, w_mask, IEEE)
             gg += tl.load(gx_rows + 2 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
-            go = _gate(h_in, w_base, 3, hidden, units, ks, w_mask, IEEE)
             go += tl.load(gx_rows + 3 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
             c_old = tl.load(c_rows + units[None, :], mask=m, other=0.0)
             c_new = _sigmoid(gf) * c_old + _sigmoid(gi) * _tanh(gg)
@@ -107,12 +128,20 @@ def lstm_triton(gates_x: torch.Tensor, w_hh: torch.Tensor, lengths: torch.Tensor
     state = torch.zeros(3 * 2 * batch * hidden, dtype=torch.float32, device=gates_x.device)
     h_buffers, cells = state[: 4 * batch * hidden], state[4 * batch * hidden :]
     block_k = max(16, next_power_of_2(hidden))
-    # The four gates' W_hh tiles [BLOCK_K, BLOCK_H] of one chunk go through shared memory
-    # (228 KiB on an H100/H200): 32 units a chunk for 16-bit weights up to H = 256, 16 for
-    # float32 ones, one pipeline stage when even that would not fit twice.
     size = w_hh.element_size()
-    block_h = 32 if block_k * size <= 512 else 16
-    tiles = 4 * block_k * block_h * size
+    if size < 4:
+        # 16-bit weights: the whole h row block against the four gates' W_hh tiles
+        # [BLOCK_K, BLOCK_H] of a chunk of units, through shared memory (228 KiB on an
+        # H100/H200): 32 units a chunk up to H = 256, one pipeline stage when two do not fit.
+        k_chunk = block_k
+        block_h = 32 if block_k * size <= 512 else 16
+    else:
+        # float32 weights (vLLM's default head dtype): IEEE dots run on FMA units and keep
+        # their operands in registers; whole-row tiles spilled (1712 spills, 518 ms for one
+        # 309-word text on an H200), so h and W_hh come 32 columns / rows at a time.
+        k_chunk = min(block_k, 32)
+        block_h = 32
+    tiles = 4 * k_chunk * block_h * size
     block_b = 16
     grid = (triton.cdiv(batch, block_b), 2)
     _bilstm_kernel[grid](
@@ -120,7 +149,7 @@ def lstm_triton(gates_x: torch.Tensor, w_hh: torch.Tensor, lengths: torch.Tensor
         batch, steps, hidden,
         gates_x.stride(0), gates_x.stride(1), gates_x.stride(2),
         out.stride(0), out.stride(1),
-        BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_K=block_k,
+        BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_K=block_k, K_CHUNK=k_chunk,
         IEEE=w_hh.dtype == torch.float32, num_warps=4,
         num_stages=2 if 2 * tiles <= 160 * 1024 else 1,
     )  # fmt: skip

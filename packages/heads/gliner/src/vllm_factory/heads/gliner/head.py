@@ -148,9 +148,10 @@ def lstm_kernel_wanted(words: torch.Tensor) -> bool:
     ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, on a GPU, with 16-bit weights (the head's dtype).
 
     vLLM keeps pooling heads in float32 unless ``--hf-overrides '{"head_dtype": "model"}'``,
-    and the kernel's float32 variant (IEEE dots) spills registers: 518 ms of GPU per call for
-    one 309-word text on an H200, against ~7 ms for bfloat16 weights (kernels-pkg/README.md).
-    A float32 head keeps cuDNN, and says so once."""
+    and the kernel's float32 variant (IEEE dots) spilled registers: 518 ms of GPU per call for
+    one 309-word text on an H200, against ~7 ms for bfloat16 weights (kernels-pkg/README.md;
+    its chunked rewrite is not measured on a GPU yet). A float32 head keeps cuDNN, and says so
+    once."""
     if not words.is_cuda or os.environ.get(LSTM_KERNEL_ENV, "").strip() != "1":
         return False
     if words.dtype in (torch.float16, torch.bfloat16):
