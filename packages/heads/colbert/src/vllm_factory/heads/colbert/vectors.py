@@ -25,7 +25,6 @@ import pybase64
 import torch
 
 ENCODING_FORMATS = ("float", "base64")
-EMBED_DTYPES = ("float32", "float16", "bfloat16")
 
 
 def encode_vectors(vectors: np.ndarray, encoding_format: str, embed_dtype: str = "float32") -> dict:
