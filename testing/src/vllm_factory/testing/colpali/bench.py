@@ -371,13 +371,13 @@ def native_vectors(answer: dict, dim: int, embed_dtype: str = "float32") -> list
     """The token-vector matrices (numpy float32) of a native ``token_embed`` answer (base64:
     ``embed_dtype`` numbers in the server's byte order, little-endian on x86 and ARM hosts)."""
     import numpy as np
+    from vllm_factory.heads.colbert.vectors import decode_vectors
 
-    dtype = {"float32": "<f4", "float16": "<f2"}[embed_dtype]
     out = []
     for item in answer["data"]:
         if isinstance(item["data"], str):
-            raw = np.frombuffer(base64.b64decode(item["data"]), dtype)
-            out.append(raw.astype(np.float32).reshape(-1, dim))
+            packed = {"embeddings": item["data"], "num_tokens": -1, "dim": dim}
+            out.append(decode_vectors({**packed, "dtype": embed_dtype}))
         else:
             out.append(np.asarray(item["data"], dtype=np.float32))
     return out

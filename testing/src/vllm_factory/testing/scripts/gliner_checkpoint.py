@@ -106,17 +106,13 @@ def calibrate_density(
         runner = copy.deepcopy(model).to(device).to(getattr(torch, dtype))
     words = sum(len(t.split()) for t in texts)
 
-    def output_layers(gliner) -> tuple[torch.nn.Linear, torch.nn.Linear]:
-        return gliner.model.span_rep_layer.span_rep_layer.out_project[
-            -1
-        ], gliner.model.prompt_rep_layer[-1]
-
     def density() -> float:
         found = runner.inference(texts, labels, threshold=threshold, batch_size=8)
         return sum(len(entities) for entities in found) / words
 
     def make_constant(gliner) -> torch.nn.Linear:
-        span_out, label_out = output_layers(gliner)
+        span_out = gliner.model.span_rep_layer.span_rep_layer.out_project[-1]
+        label_out = gliner.model.prompt_rep_layer[-1]
         span_out.weight[0].zero_()
         label_out.weight[0].zero_()
         span_out.bias[0] = 1.0

@@ -24,6 +24,7 @@ loading is a lookup.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -140,7 +141,6 @@ class WordLSTM(nn.Module):
 
 # Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
 LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
-_FLOAT32_HEAD_LOGGED: list[bool] = []
 
 
 def lstm_kernel_wanted(words: torch.Tensor) -> bool:
@@ -156,16 +156,19 @@ def lstm_kernel_wanted(words: torch.Tensor) -> bool:
         return False
     if words.dtype in (torch.float16, torch.bfloat16):
         return True
-    if not _FLOAT32_HEAD_LOGGED:
-        _FLOAT32_HEAD_LOGGED.append(True)
-        logger.warning(
-            "%s=1 is ignored for a %s GLiNER head (the kernel is fast for 16-bit weights "
-            'only); serve with --hf-overrides \'{"head_dtype": "model"}\' to run the head '
-            "in the model's dtype",
-            LSTM_KERNEL_ENV,
-            words.dtype,
-        )
+    _say_float32_head_keeps_cudnn(words.dtype)
     return False
+
+
+@functools.cache
+def _say_float32_head_keeps_cudnn(dtype: torch.dtype) -> None:
+    logger.warning(
+        "%s=1 is ignored for a %s GLiNER head (the kernel is fast for 16-bit weights only); "
+        'serve with --hf-overrides \'{"head_dtype": "model"}\' to run the head in the model\'s '
+        "dtype",
+        LSTM_KERNEL_ENV,
+        dtype,
+    )
 
 
 @contextlib.contextmanager
