@@ -94,27 +94,46 @@ def test_word_lstm_kernel_path_gives_the_kernel_no_autograd_inputs(monkeypatch):
 @pytest.mark.parametrize(
     ("env", "is_cuda", "dtype", "wanted"),
     [
-        ("1", True, torch.bfloat16, True),
+        ("", True, torch.bfloat16, True),
         ("1", True, torch.float16, True),
-        # vLLM's default head_dtype for pooling models: the kernel's float32 variant spilled
-        # registers on an H200 (518 ms a call), so the opt-in leaves float32 heads on cuDNN.
+        # A float32 head (``--hf-overrides '{"head_dtype": "float32"}'``): the kernel's float32
+        # variant spilled registers on an H200 (518 ms a call), so it stays on cuDNN.
+        ("", True, torch.float32, False),
         ("1", True, torch.float32, False),
-        ("1", False, torch.bfloat16, False),
-        ("", True, torch.bfloat16, False),
+        ("", False, torch.bfloat16, False),
         ("0", True, torch.bfloat16, False),
+        ("off", True, torch.bfloat16, False),
     ],
 )
-def test_lstm_kernel_only_for_opted_in_16_bit_heads_on_gpus(
-    monkeypatch, env, is_cuda, dtype, wanted
-):
-    """The served head's choice, without a GPU: only ``is_cuda`` and ``dtype`` are read."""
+def test_lstm_kernel_for_16_bit_heads_on_gpus(monkeypatch, env, is_cuda, dtype, wanted):
+    """The served head's choice, without a GPU: only ``is_cuda`` and ``dtype`` are read (and
+    Triton taken as importable, as on a CUDA host)."""
     import types
 
     import vllm_factory.heads.gliner.head as head_module
 
     monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, env)
+    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
+    monkeypatch.setattr(head_module, "triton_available", lambda: True)
     words = types.SimpleNamespace(is_cuda=is_cuda, dtype=dtype)
     assert head_module.lstm_kernel_wanted(words) is wanted
+
+
+def test_no_lstm_kernel_where_triton_is_off(monkeypatch):
+    """``VLLM_FACTORY_DISABLE_TRITON=1`` (the GPU check's kernels-off jobs) keeps cuDNN rather
+    than sending the BiLSTM to the kernel's step-by-step PyTorch fallback; so does a host where
+    Triton does not import."""
+    import types
+
+    import vllm_factory.heads.gliner.head as head_module
+
+    words = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)
+    monkeypatch.setattr(head_module, "triton_available", lambda: True)
+    monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
+    assert not head_module.lstm_kernel_wanted(words)
+    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON")
+    monkeypatch.setattr(head_module, "triton_available", lambda: False)
+    assert not head_module.lstm_kernel_wanted(words)
 
 
 def test_float32_head_on_the_cpu_never_takes_the_kernel(monkeypatch):
@@ -282,3 +301,24 @@ def test_span_chunks_change_nothing(monkeypatch):
     monkeypatch.setitem(head_module.SPAN_CHUNK, "cpu", 3 * 4 * 8 * 2)  # two words per chunk
     for a, b in zip(whole, model(hidden, requests)):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [(None, torch.bfloat16), ("float32", torch.float32), ("model", torch.bfloat16)],
+)
+def test_head_runs_in_the_model_dtype_unless_the_config_names_one(named, expected):
+    """vLLM keeps pooling heads in float32 by default (``ModelConfig.head_dtype``); the GLiNER
+    head follows ``--dtype`` unless ``--hf-overrides`` names a ``head_dtype``."""
+    import types
+
+    from vllm_factory.heads.gliner.model import head_dtype
+
+    hf_config = (
+        types.SimpleNamespace() if named is None else types.SimpleNamespace(head_dtype=named)
+    )
+    resolved = {None: torch.float32, "float32": torch.float32, "model": torch.bfloat16}[named]
+    model_config = types.SimpleNamespace(
+        hf_config=hf_config, dtype=torch.bfloat16, head_dtype=resolved
+    )
+    assert head_dtype(model_config) == expected

@@ -26,6 +26,18 @@ from vllm_factory.heads.gliner.settings import read_settings
 GLINER_ENCODER_PREFIX = "token_rep_layer.bert_layer.model."
 
 
+def head_dtype(model_config: Any) -> torch.dtype:
+    """The span head's dtype: the model's (``--dtype``), as gliner runs a model cast to bfloat16,
+    unless the served config names one (``--hf-overrides '{"head_dtype": "float32"}'``).
+
+    vLLM's own default for pooling heads is float32; here that would keep a bfloat16 server's
+    BiLSTM on cuDNN, whose per-word launches cost the engine's one thread ~11 ms a step (the
+    16-bit head takes the one-launch Triton kernel: ``head.lstm_kernel_wanted``)."""
+    if getattr(model_config.hf_config, "head_dtype", None) is None:
+        return model_config.dtype
+    return model_config.head_dtype
+
+
 # CLS as the default sequence pooling makes vLLM treat the model as encoder-only:
 # whole prompts per step, no chunked prefill, no prefix caching.
 @default_pooling_type(seq_pooling_type="CLS", tok_pooling_type="ALL")
@@ -38,7 +50,7 @@ class GLiNERSpanModel(FactoryModel):
         model_config = self.model_config
         self.settings = read_settings(self.files)
         self.model = self.build_backbone(model_config.hf_config, prefix=f"{prefix}model")
-        head = GLiNERSpanHead(self.settings, dtype=model_config.head_dtype)
+        head = GLiNERSpanHead(self.settings, dtype=head_dtype(model_config))
         self.pooler = VllmPoolerAdapter(head, tasks=("plugin",))
 
     # -- what a backbone package provides ------------------------------------------------
