@@ -97,7 +97,8 @@ class WordLSTM(nn.Module):
         cuDNN launches two kernels per word and direction: ~650 launches for a step of
         330-word texts, ~11 ms of the engine's CPU on an H200 whatever the batch (its GPU work
         is ~3 ms). ``vllm_factory.kernels.bidirectional_lstm`` does the recurrence in one
-        launch (:meth:`by_kernel`); 16-bit heads on a GPU take it (:func:`lstm_kernel_wanted`)."""
+        launch (:meth:`by_kernel`); ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts a 16-bit head in
+        to it (:func:`lstm_kernel_wanted`)."""
         if lstm_kernel_wanted(words):
             return self.by_kernel(words, lengths, backend="auto")
         with exact_float32_rnn(words.dtype == torch.float32):
@@ -138,36 +139,34 @@ class WordLSTM(nn.Module):
         return out
 
 
-# The GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward); "0" turns
-# it off, "1" also asks for it on a float32 head (which keeps cuDNN, and says why).
+# Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
 LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
-_OFF = {"0", "false", "no", "off"}
 
 
 def lstm_kernel_wanted(words: torch.Tensor) -> bool:
-    """Whether the head's BiLSTM takes the Triton kernel: on a GPU, with 16-bit weights (the
-    head's dtype), Triton usable (not ``VLLM_FACTORY_DISABLE_TRITON``), and not turned off with
-    ``VLLM_FACTORY_GLINER_LSTM_KERNEL=0``.
+    """Whether the head's BiLSTM takes the Triton kernel: opted in with
+    ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, on a GPU, with 16-bit weights (the head's dtype) and
+    Triton usable (not ``VLLM_FACTORY_DISABLE_TRITON``).
 
-    The GLiNER model runs its head in the model's dtype (``head_dtype``), so a bfloat16 server
-    takes the kernel. A float32 head keeps cuDNN: the kernel's float32 variant (IEEE dots)
-    spilled registers, 518 ms of GPU per call for one 309-word text on an H200, against ~7 ms
-    for bfloat16 weights (kernels-pkg/README.md). Asking for the kernel with ``=1`` on a
-    float32 head says so once."""
-    setting = os.environ.get(LSTM_KERNEL_ENV, "").strip().lower()
-    if not words.is_cuda or setting in _OFF or triton_disabled() or not triton_available():
+    Opt-in because served it lost to cuDNN on an H200 (2026-11-27, bf16 heads, 512-token texts):
+    deberta_gliner 502 vs 550 req/s at its peak, mmbert_gliner and mt5_gliner (H = 384 per
+    direction) 67 / 56 ms vs 29 / 26 ms at one client (kernels-pkg/README.md). A float32 head
+    never takes it (its float32 variant: 96 ms a call for one 330-word text, cuDNN 7 ms) and
+    says so once."""
+    if not words.is_cuda or os.environ.get(LSTM_KERNEL_ENV, "").strip() != "1":
+        return False
+    if triton_disabled() or not triton_available():
         return False
     if words.dtype in (torch.float16, torch.bfloat16):
         return True
-    if setting:
-        _say_float32_head_keeps_cudnn(words.dtype)
+    _say_float32_head_keeps_cudnn(words.dtype)
     return False
 
 
 @functools.cache
 def _say_float32_head_keeps_cudnn(dtype: torch.dtype) -> None:
     logger.warning(
-        "%s is ignored for a %s GLiNER head (the kernel is fast for 16-bit weights only); it "
+        "%s=1 is ignored for a %s GLiNER head (the kernel is fast for 16-bit weights only); it "
         "runs cuDNN", LSTM_KERNEL_ENV, dtype,
     )  # fmt: skip
 
