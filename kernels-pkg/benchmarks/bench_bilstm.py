@@ -1,8 +1,8 @@
 """Bidirectional LSTM layer on a GPU: the Triton kernel vs cuDNN's packed ``nn.LSTM``.
 
 GLiNER's shapes: width 512 (H = 256 per direction), B texts of T words, in each ``--dtypes``
-(default bfloat16 and float32: vLLM runs pooling heads in float32 unless told otherwise, so a
-served GLiNER head is float32 by default). For each B it prints the serial time (synchronised
+(default bfloat16 and float32: the served GLiNER head runs in the model's dtype, float32 when
+the server asks for ``head_dtype`` float32). For each B it prints the serial time (synchronised
 before and after), the time for the call to return to Python (what the caller's CPU pays), the
 register spills Triton reported for the compiled kernel, and the kernel's block-size sweep.
 Usage (CUDA + triton): ``python benchmarks/bench_bilstm.py [--steps 330] [--dtypes float32]``.
