@@ -319,6 +319,7 @@ def test_gliner_describe_counts_entities_per_word() -> None:
     answers = [{"data": [[{"label": "person"}]]}, {"data": [[]]}]
     assert describe_entities(bodies, answers) == {
         "texts": 2, "words": 6, "entities": 1, "entities_per_word": round(1 / 6, 4),
+        "texts_without_entities": 1, "densest_text_entities_per_word": 0.25,
     }  # fmt: skip
     from vllm_factory.testing.gliner.bench import describe_serve_entities
 

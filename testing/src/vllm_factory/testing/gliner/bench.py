@@ -99,13 +99,21 @@ def describe_serve_entities(bodies: list[dict], answers: list[dict]) -> dict:
 
 
 def _density(texts: list[str], found: list[int]) -> dict:
-    words = sum(len(text.split()) for text in texts)
+    """Entities per word over ``texts``, and how they spread over the texts: a trained model
+    finds some in nearly every text, while a random checkpoint calibrated only on the mean can
+    find none in most texts and one in every other word of a few (seen on CPU, 2026-11-27: 115
+    of 128 bench texts empty, the rest at 0.3 - 0.5), which costs the decoder differently."""
+    words = [len(text.split()) for text in texts]
     entities = sum(found)
     return {
         "texts": len(texts),
-        "words": words,
+        "words": sum(words),
         "entities": entities,
-        "entities_per_word": round(entities / max(words, 1), 4),
+        "entities_per_word": round(entities / max(sum(words), 1), 4),
+        "texts_without_entities": sum(1 for n in found if n == 0),
+        "densest_text_entities_per_word": round(
+            max((n / max(w, 1) for n, w in zip(found, words, strict=True)), default=0.0), 4
+        ),
     }
 
 
