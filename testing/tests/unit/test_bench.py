@@ -338,13 +338,31 @@ def test_gliner_checkpoints_are_calibrated_on_texts_of_the_run_lengths() -> None
     )
 
     rng = random.Random(0)
+    half = CALIBRATION_TEXTS // 2
     words = calibration_words({"short": 1.0, "128": 1.0}, rng)
     assert len(words) == CALIBRATION_TEXTS
     low, high = (round(t * WORDS_PER_TOKEN) for t in bench.SHORT_RANGE)
-    assert all(max(4, low) <= w <= high for w in words[:4])
-    assert words[4:] == [round(128 * WORDS_PER_TOKEN)] * 4
-    assert calibration_words({"512": 1.0}, rng) == [round(512 * WORDS_PER_TOKEN)] * 8
-    assert len(calibration_words({"short": 0.01, "512": 1.0}, rng)) == CALIBRATION_TEXTS + 1
+    assert all(max(4, low) <= w <= high for w in words[:half])
+    assert words[half:] == [round(128 * WORDS_PER_TOKEN)] * half
+    assert (
+        calibration_words({"512": 1.0}, rng) == [round(512 * WORDS_PER_TOKEN)] * CALIBRATION_TEXTS
+    )
+    assert len(calibration_words({"short": 0.001, "512": 1.0}, rng)) == CALIBRATION_TEXTS + 1
+
+
+def test_gliner_levelling_and_calibration_texts_both_hold_the_length_mix() -> None:
+    """The checkpoint builder fits its offset levelling on the first 80 % of the texts and
+    calibrates the density on the rest: both parts must hold every length bucket."""
+    from vllm_factory.testing.gliner.bench import CALIBRATION_TEXTS, GLiNERBenchSpec
+
+    spec = GLiNERBenchSpec.__new__(GLiNERBenchSpec)
+    spec.word_texts = lambda: ["alpha beta gamma delta epsilon zeta eta theta iota kappa"]
+    texts = spec.calibration_texts({"short": 1.0, "512": 1.0})
+    assert len(texts) == CALIBRATION_TEXTS
+    fit = round(CALIBRATION_TEXTS * 0.8)
+    for part in (texts[:fit], texts[fit:]):
+        lengths = [len(t.split()) for t in part]
+        assert min(lengths) < 40 and max(lengths) > 200
 
 
 def test_gliner_checkpoints_are_calibrated_on_the_run_device_and_dtype(

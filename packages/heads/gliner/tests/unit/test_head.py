@@ -113,11 +113,12 @@ def test_lstm_kernel_only_for_opted_in_16_bit_heads_on_gpus(
     import types
 
     import vllm_factory.heads.gliner.head as head_module
+    import vllm_factory.kernels._dispatch as dispatch
 
     monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, env)
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
-    monkeypatch.setattr(head_module, "triton_available", lambda: True)
-    words = types.SimpleNamespace(is_cuda=is_cuda, dtype=dtype)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
+    words = types.SimpleNamespace(is_cuda=is_cuda, dtype=dtype, requires_grad=False)
     assert head_module.lstm_kernel_wanted(words) is wanted
 
 
@@ -128,15 +129,22 @@ def test_no_lstm_kernel_where_triton_is_off(monkeypatch):
     import types
 
     import vllm_factory.heads.gliner.head as head_module
+    import vllm_factory.kernels._dispatch as dispatch
 
-    words = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)
+    words = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, requires_grad=False)
     monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "1")
-    monkeypatch.setattr(head_module, "triton_available", lambda: True)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
+    assert head_module.lstm_kernel_wanted(words)
     monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
     assert not head_module.lstm_kernel_wanted(words)
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON")
-    monkeypatch.setattr(head_module, "triton_available", lambda: False)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: False)
     assert not head_module.lstm_kernel_wanted(words)
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
+    with torch.enable_grad():  # autograd through the weights: the fallback's job
+        assert not head_module.lstm_kernel_wanted(
+            types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, requires_grad=True)
+        )
 
 
 def test_float32_head_on_the_cpu_never_takes_the_kernel(monkeypatch):

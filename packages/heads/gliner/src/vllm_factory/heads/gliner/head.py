@@ -45,7 +45,7 @@ from vllm_factory.heads.gliner.labels import (
 )
 from vllm_factory.heads.gliner.prompts import WordLayout, layout_for
 from vllm_factory.heads.gliner.settings import GLiNERSettings
-from vllm_factory.kernels import bidirectional_lstm, triton_available, triton_disabled
+from vllm_factory.kernels import bidirectional_lstm, select_backend
 
 logger = logging.getLogger(__name__)
 
@@ -145,17 +145,18 @@ LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
 
 def lstm_kernel_wanted(words: torch.Tensor) -> bool:
     """Whether the head's BiLSTM takes the Triton kernel: opted in with
-    ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, on a GPU, with 16-bit weights (the head's dtype) and
-    Triton usable (not ``VLLM_FACTORY_DISABLE_TRITON``).
+    ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, with 16-bit weights (the head's dtype), where
+    ``vllm_factory.kernels`` would run Triton for it (``select_backend``: a GPU, Triton
+    importable and not ``VLLM_FACTORY_DISABLE_TRITON``, not compiling, no autograd).
 
     Opt-in because served it lost to cuDNN on an H200 (2026-11-27, bf16 heads, 512-token texts):
     deberta_gliner 502 vs 550 req/s at its peak, mmbert_gliner and mt5_gliner (H = 384 per
     direction) 67 / 56 ms vs 29 / 26 ms at one client (kernels-pkg/README.md). A float32 head
     never takes it (its float32 variant: 96 ms a call for one 330-word text, cuDNN 7 ms) and
     says so once."""
-    if not words.is_cuda or os.environ.get(LSTM_KERNEL_ENV, "").strip() != "1":
+    if os.environ.get(LSTM_KERNEL_ENV, "").strip() != "1":
         return False
-    if triton_disabled() or not triton_available():
+    if select_backend("auto", words) != "triton":
         return False
     if words.dtype in (torch.float16, torch.bfloat16):
         return True
