@@ -73,6 +73,41 @@ def test_word_lstm_through_the_kernel_layer_matches_nn_lstm(layers):
     torch.testing.assert_close(rnn.by_kernel(words, lengths, backend="torch"), expected)
 
 
+@pytest.mark.parametrize("layers", [1, 2])
+@torch.no_grad()
+def test_word_lstm_by_directions_matches_the_packed_bilstm(layers):
+    """The body of the opt-in CUDA-graph path (``by_directions``: each direction as its own
+    unidirectional LSTM over the padded batch, the backward one over each text reversed within
+    its length) equals the packed BiLSTM at every real word; past a text's length its values
+    differ and the head never reads them."""
+    rnn = head(num_rnn_layers=layers).rnn
+    words, lengths = torch.randn(4, 9, 8), torch.tensor([9, 6, 3, 1])
+    for row, length in enumerate(lengths.tolist()):
+        words[row, length:] = torch.randn(9 - length, 8)  # stale values, as in a graph's buffer
+    expected = rnn(words, lengths)
+    got = rnn.by_directions(words, lengths)
+    for row, length in enumerate(lengths.tolist()):
+        torch.testing.assert_close(got[row, :length], expected[row, :length])
+    # built once, then reused; not in the state dict (which keeps gliner's names)
+    assert rnn._directions and rnn.by_directions(words, lengths).shape == expected.shape
+    assert all(key.startswith("lstm.") for key in rnn.state_dict())
+
+
+def test_lstm_graphs_are_opt_in(monkeypatch):
+    """CUDA graphs of the BiLSTM only with ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=1``; a CPU head
+    never asks."""
+    import vllm_factory.heads.gliner.head as head_module
+
+    monkeypatch.delenv(head_module.LSTM_GRAPHS_ENV, raising=False)
+    assert not head_module.lstm_graphs_wanted()
+    monkeypatch.setenv(head_module.LSTM_GRAPHS_ENV, "1")
+    assert head_module.lstm_graphs_wanted()
+    rnn = head().rnn
+    rnn.by_graph = lambda *args: pytest.fail("a CPU head asked for a CUDA graph")
+    words, lengths = torch.randn(2, 3, 8), torch.tensor([3, 2])
+    assert rnn(words, lengths).shape == (2, 3, 8)
+
+
 def test_word_lstm_kernel_path_gives_the_kernel_no_autograd_inputs(monkeypatch):
     """With grad enabled (as outside vLLM's inference mode) the stacked LSTM weights must not
     need autograd: ``backend="auto"`` sends such inputs to the per-step fallback."""

@@ -89,6 +89,13 @@ class WordLSTM(nn.Module):
         self.lstm = nn.LSTM(
             width, width // 2, num_layers=layers, bidirectional=True, batch_first=True
         )
+        # Not submodules (the state dict keeps gliner's names): per layer, the two directions
+        # as unidirectional LSTMs (built at first use, after loading), and the CUDA graphs of
+        # :meth:`by_graph` per (batch, steps, dtype, device) bucket.
+        self._directions: list[tuple[nn.LSTM, nn.LSTM]] = []
+        self._graphs: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]] = {}
+        self._graph_pool: object = None
+        self._graphs_failed = False
 
     def forward(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``[B, W, width]`` padded word vectors, ``lengths`` [B] on the CPU, longest first ->
@@ -102,6 +109,10 @@ class WordLSTM(nn.Module):
         if lstm_kernel_wanted(words):
             return self.by_kernel(words, lengths, backend="auto")
         with exact_float32_rnn(words.dtype == torch.float32):
+            if words.is_cuda and lstm_graphs_wanted() and not self._graphs_failed:
+                graphed = self.by_graph(words, lengths)
+                if graphed is not None:
+                    return graphed
             if words.is_cuda:  # cuDNN runs a packed batch in one call
                 packed = self.lstm(pack_padded_sequence(words, lengths, batch_first=True))[0]
                 return pad_packed_sequence(packed, batch_first=True, total_length=words.shape[1])[0]
@@ -111,6 +122,88 @@ class WordLSTM(nn.Module):
             for row, length in enumerate(lengths.tolist()):
                 out[row, :length] = self.lstm(words[row : row + 1, :length])[0][0]
             return out
+
+    def by_directions(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The same layers as two unidirectional LSTMs per layer over the padded batch, unpacked:
+        forward over the words as they are; backward over each text reversed within its length
+        (``lengths`` [B] on ``words``' device), its output reversed back. Equal to the packed
+        BiLSTM at every word inside its text's length (past it: values the head never reads).
+        Fixed shapes and no host synchronisation: what a CUDA graph can hold."""
+        self._build_directions(words)
+        steps = torch.arange(words.shape[1], device=words.device)[None, :]
+        ends = lengths.to(words.device)[:, None]
+        # [B, W]: position t reads t' = length - 1 - t inside the text, itself past it
+        reverse = torch.where(steps < ends, ends - 1 - steps, steps)[..., None]
+        out = words
+        for ahead, behind in self._directions:
+            forward = ahead(out)[0]
+            backward = behind(out.gather(1, reverse.expand_as(out)))[0]
+            out = torch.cat([forward, backward.gather(1, reverse.expand_as(backward))], dim=-1)
+        return out
+
+    def _build_directions(self, words: torch.Tensor) -> None:
+        like = (words.device, words.dtype)
+        if self._directions and (self._directions[0][0].weight_hh_l0.device,
+                                 self._directions[0][0].weight_hh_l0.dtype) == like:  # fmt: skip
+            return
+        lstm, directions = self.lstm, []
+        for layer in range(lstm.num_layers):
+            pair = []
+            for side in ("", "_reverse"):
+                weight_ih = getattr(lstm, f"weight_ih_l{layer}{side}")
+                one = nn.LSTM(weight_ih.shape[1], lstm.hidden_size, batch_first=True)
+                with torch.no_grad():
+                    for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                        getattr(one, f"{kind}_l0").copy_(getattr(lstm, f"{kind}_l{layer}{side}"))
+                pair.append(one.to(*like).eval().requires_grad_(False))
+            directions.append((pair[0], pair[1]))
+        self._directions = directions
+
+    def by_graph(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
+        """:meth:`by_directions` replayed from a CUDA graph captured at the first step of each
+        bucket (batch to the next power of two, words to the next multiple of
+        :data:`GRAPH_STEPS`): a few launches per step instead of cuDNN's two per word and
+        direction, which held ~40 % of the engine core's thread at 64 clients on an H200
+        (``deberta_gliner/benchmarks/results/h200/profile-64-clients``). ``None`` (the caller
+        runs cuDNN) while a CUDA graph is being captured elsewhere, or after a capture failed
+        (said once)."""
+        if torch.cuda.is_current_stream_capturing():
+            return None
+        batch, steps, width = words.shape
+        key = (1 << (batch - 1).bit_length(), -(-steps // GRAPH_STEPS) * GRAPH_STEPS, width,
+               words.dtype, words.device)  # fmt: skip
+        entry = self._graphs.get(key)
+        if entry is None:
+            try:
+                entry = self._graphs[key] = self._capture(*key)
+            except Exception:  # never raise in the engine: cuDNN's packed LSTM instead
+                logger.warning("GLiNER BiLSTM: CUDA graph capture failed; runs cuDNN packed",
+                               exc_info=True)  # fmt: skip
+                self._graphs_failed = True
+                return None
+        inputs, ends, out, graph = entry
+        inputs[:batch, :steps].copy_(words)
+        ends[:batch].copy_(lengths.to(torch.long).pin_memory(), non_blocking=True)
+        graph.replay()
+        return out[:batch, :steps].clone()
+
+    def _capture(
+        self, batch: int, steps: int, width: int, dtype: torch.dtype, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]:
+        inputs = torch.zeros(batch, steps, width, dtype=dtype, device=device)
+        ends = torch.zeros(batch, dtype=torch.long, device=device)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):  # warm-up: cuDNN picks its plans outside the capture
+            self.by_directions(inputs, ends)
+        torch.cuda.current_stream(device).wait_stream(side)
+        if self._graph_pool is None:
+            self._graph_pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._graph_pool):
+            out = self.by_directions(inputs, ends)
+        logger.info("GLiNER BiLSTM: CUDA graph captured for %d texts x %d words", batch, steps)
+        return inputs, ends, out, graph
 
     def by_kernel(
         self, words: torch.Tensor, lengths: torch.Tensor, backend: str = "auto"
@@ -141,6 +234,15 @@ class WordLSTM(nn.Module):
 
 # Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
 LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
+# Opt-in: the GLiNER head's BiLSTM replayed from CUDA graphs (WordLSTM.by_graph).
+LSTM_GRAPHS_ENV = "VLLM_FACTORY_GLINER_LSTM_GRAPHS"
+# by_graph's word buckets: a step's longest text rounded up to a multiple of this.
+GRAPH_STEPS = 64
+
+
+def lstm_graphs_wanted() -> bool:
+    """``VLLM_FACTORY_GLINER_LSTM_GRAPHS=1``: the GPU head's BiLSTM from CUDA graphs."""
+    return os.environ.get(LSTM_GRAPHS_ENV, "").strip() == "1"
 
 
 def lstm_kernel_wanted(words: torch.Tensor) -> bool:

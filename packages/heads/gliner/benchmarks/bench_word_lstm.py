@@ -1,0 +1,63 @@
+"""The GLiNER head's BiLSTM on a GPU: cuDNN's packed BiLSTM (the default) vs the same layer
+replayed from CUDA graphs (``WordLSTM.by_graph``, ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=1``).
+
+For B texts of ``--steps`` words (lengths spread down to half), per width (512 = deberta_gliner's
+bench head, 768 = mmbert / mt5) and dtype: the serial time of a call (synchronised before and
+after) and the time for the call to return to Python (the engine thread's cost), medians of 20
+calls after the graph of the bucket is captured. Prints one JSON line per case.
+Usage (CUDA): ``python benchmarks/bench_word_lstm.py [--steps 330]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import time
+
+import torch
+from vllm_factory.heads.gliner.head import LSTM_GRAPHS_ENV, WordLSTM
+
+
+def timed(fn, repeats: int = 20) -> tuple[float, float]:
+    serial, returned = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        returned.append((time.perf_counter() - start) * 1e3)
+        torch.cuda.synchronize()
+        serial.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(serial), statistics.median(returned)
+
+
+@torch.inference_mode()
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=330)
+    ap.add_argument("--batches", default="1,16,64")
+    ap.add_argument("--widths", default="512,768")
+    ap.add_argument("--dtypes", default="bfloat16,float32")
+    args = ap.parse_args()
+    for dtype in (getattr(torch, d) for d in args.dtypes.split(",")):
+        for width in map(int, args.widths.split(",")):
+            torch.manual_seed(0)
+            rnn = WordLSTM(width, 1).to("cuda", dtype).eval()
+            for batch in map(int, args.batches.split(",")):
+                lengths = torch.linspace(args.steps, args.steps // 2, batch).long()
+                words = torch.randn(batch, args.steps, width, device="cuda", dtype=dtype)
+                row = {"dtype": str(dtype).split(".")[-1], "width": width, "batch": batch,
+                       "steps": args.steps}  # fmt: skip
+                for name, value in (("cudnn", "0"), ("graph", "1")):
+                    os.environ[LSTM_GRAPHS_ENV] = value
+                    rnn(words, lengths)  # capture / warm-up
+                    serial, returned = timed(functools.partial(rnn, words, lengths))
+                    row[f"{name}_serial_ms"] = round(serial, 3)
+                    row[f"{name}_return_ms"] = round(returned, 3)
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

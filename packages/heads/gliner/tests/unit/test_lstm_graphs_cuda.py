@@ -1,0 +1,65 @@
+"""The GLiNER head's BiLSTM replayed from CUDA graphs (``WordLSTM.by_graph``, opt-in with
+``VLLM_FACTORY_GLINER_LSTM_GRAPHS=1``) against cuDNN's packed BiLSTM, the default GPU path.
+CUDA only: on a CPU host these are skipped (and counted as such); the GPU check's host runs
+them (``pytest packages/heads/gliner/tests/unit/test_lstm_graphs_cuda.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from vllm_factory.heads.gliner.head import GRAPH_STEPS, WordLSTM
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+# bench widths: deberta_gliner (H = 256 per direction) and mmbert / mt5 (H = 384)
+# (max, mean) abs difference at real words: cuDNN may pick other algorithms unpacked
+TOLERANCE = {torch.float32: (1e-5, 1e-6), torch.bfloat16: (5e-2, 5e-3)}
+
+
+def word_batch(batch: int, steps: int, width: int, dtype: torch.dtype, seed: int):
+    """Padded word vectors as the head makes them (zero past each length), longest first."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, steps + 1, (batch,), generator=generator)
+    lengths = lengths.sort(descending=True).values
+    lengths[0] = steps
+    words = torch.randn(batch, steps, width, generator=generator)
+    for row, length in enumerate(lengths.tolist()):
+        words[row, length:] = 0
+    return words.to("cuda", dtype), lengths
+
+
+@pytest.mark.parametrize("width", [512, 768])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@torch.inference_mode()
+def test_graph_replays_match_cudnn_packed(dtype, width, monkeypatch):
+    torch.manual_seed(0)
+    rnn = WordLSTM(width, 1).to("cuda", dtype).eval()
+    monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", raising=False)
+    # several steps of one bucket (stale buffer rows and words between them), then another
+    shapes = [(13, 300), (9, 290), (16, 257), (3, 40), (64, 330)]
+    for seed, (batch, steps) in enumerate(shapes):
+        words, lengths = word_batch(batch, steps, width, dtype, seed)
+        expected = rnn(words, lengths)
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "1")
+        got = rnn(words, lengths)
+        monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS")
+        assert got.shape == expected.shape and got.dtype == dtype
+        real = torch.cat([(got - expected)[row, :n] for row, n in enumerate(lengths.tolist())])
+        worst, mean = real.abs().max().item(), real.abs().float().mean().item()
+        assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
+    assert not rnn._graphs_failed
+    buckets = sorted((key[0], key[1]) for key in rnn._graphs)
+    assert buckets == [(4, GRAPH_STEPS), (16, 320), (64, 384)], buckets
+
+
+@torch.inference_mode()
+def test_outputs_survive_the_next_replay(monkeypatch):
+    """A returned tensor is the caller's: the next replay (same bucket) does not change it."""
+    monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "1")
+    torch.manual_seed(0)
+    rnn = WordLSTM(512, 1).to("cuda", torch.bfloat16).eval()
+    first, lengths = word_batch(8, 100, 512, torch.bfloat16, 1)
+    out = rnn(first, lengths)
+    kept = out.clone()
+    rnn(word_batch(8, 100, 512, torch.bfloat16, 2)[0], lengths)
+    torch.testing.assert_close(out, kept, atol=0, rtol=0)
