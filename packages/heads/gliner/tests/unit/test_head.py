@@ -23,9 +23,9 @@ SETTINGS = GLiNERSettings(
 )  # fmt: skip
 
 
-def head(**changes) -> GLiNERSpanHead:
+def head(cuda_graphs: bool = True, **changes) -> GLiNERSpanHead:
     torch.manual_seed(0)
-    return GLiNERSpanHead(dataclasses.replace(SETTINGS, **changes)).eval()
+    return GLiNERSpanHead(dataclasses.replace(SETTINGS, **changes), cuda_graphs=cuda_graphs).eval()
 
 
 def test_output_shape_and_range():
@@ -91,6 +91,24 @@ def test_word_lstm_by_directions_matches_the_packed_bilstm(layers):
     # built once, then reused; not in the state dict (which keeps gliner's names)
     assert rnn._directions and rnn.by_directions(words, lengths).shape == expected.shape
     assert all(key.startswith("lstm.") for key in rnn.state_dict())
+
+
+def test_lstm_graphs_follow_the_opt_in_the_device_and_enforce_eager(monkeypatch):
+    """``takes_graphs``: only opted in, on a GPU (a stand-in here), for a head of a server that
+    is not eager (``GLiNERSpanHead(cuda_graphs=not enforce_eager)``), until a capture fails."""
+    import types
+
+    import vllm_factory.heads.gliner.head as head_module
+
+    on_gpu = types.SimpleNamespace(is_cuda=True)
+    monkeypatch.setenv(head_module.LSTM_GRAPHS_ENV, "1")
+    rnn = head().rnn
+    assert rnn.takes_graphs(on_gpu) and not rnn.takes_graphs(torch.zeros(1))
+    assert not head(cuda_graphs=False).rnn.takes_graphs(on_gpu)  # --enforce-eager
+    rnn._graphs_failed = True
+    assert not rnn.takes_graphs(on_gpu)
+    monkeypatch.setenv(head_module.LSTM_GRAPHS_ENV, "0")
+    assert not head().rnn.takes_graphs(on_gpu)
 
 
 def test_lstm_graphs_are_opt_in(monkeypatch):

@@ -84,8 +84,10 @@ class WordLSTM(nn.Module):
     is restored after the call; it has no effect without cuDNN.
     """
 
-    def __init__(self, width: int, layers: int) -> None:
+    def __init__(self, width: int, layers: int, cuda_graphs: bool = True) -> None:
         super().__init__()
+        # False where the server runs eagerly (``--enforce-eager``): no CUDA graphs of ours either
+        self.cuda_graphs = cuda_graphs
         self.lstm = nn.LSTM(
             width, width // 2, num_layers=layers, bidirectional=True, batch_first=True
         )
@@ -109,7 +111,7 @@ class WordLSTM(nn.Module):
         if lstm_kernel_wanted(words):
             return self.by_kernel(words, lengths, backend="auto")
         with exact_float32_rnn(words.dtype == torch.float32):
-            if words.is_cuda and lstm_graphs_wanted() and not self._graphs_failed:
+            if self.takes_graphs(words):
                 graphed = self.by_graph(words, lengths)
                 if graphed is not None:
                     return graphed
@@ -122,6 +124,13 @@ class WordLSTM(nn.Module):
             for row, length in enumerate(lengths.tolist()):
                 out[row, :length] = self.lstm(words[row : row + 1, :length])[0][0]
             return out
+
+    def takes_graphs(self, words: torch.Tensor) -> bool:
+        """Whether :meth:`by_graph` runs this call: opted in (``lstm_graphs_wanted``), on a GPU,
+        the server not eager, and no capture has failed."""
+        return (
+            self.cuda_graphs and words.is_cuda and lstm_graphs_wanted() and not self._graphs_failed
+        )
 
     def by_directions(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The same layers as two unidirectional LSTMs per layer over the padded batch, unpacked:
@@ -345,7 +354,11 @@ class GLiNERSpanHead(FactoryPooler):
     needs_token_ids = True  # label markers are found in the prompt tokens
     _logged: ClassVar[set[str]] = set()  # kinds of unscored prompts already logged
 
-    def __init__(self, settings: GLiNERSettings, dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self, settings: GLiNERSettings, dtype: torch.dtype | None = None, cuda_graphs: bool = True
+    ) -> None:
+        """``dtype``: the head's (default: float32); ``cuda_graphs``: whether the head may
+        capture CUDA graphs of its own (the opt-in BiLSTM graphs; False for an eager server)."""
         super().__init__()
         self.settings = settings
         width = settings.hidden_size
@@ -362,7 +375,7 @@ class GLiNERSpanHead(FactoryPooler):
                 "max_tokens": encoder_config.get("max_position_embeddings"),
             }
         if settings.num_rnn_layers > 0:
-            self.rnn = WordLSTM(width, settings.num_rnn_layers)
+            self.rnn = WordLSTM(width, settings.num_rnn_layers, cuda_graphs)
         self.span_rep_layer = SpanRepLayer(width, settings.max_width)
         self.prompt_rep_layer = projection(width)
         if dtype is not None:

@@ -51,7 +51,11 @@ class GLiNERSpanModel(FactoryModel):
         model_config = self.model_config
         self.settings = read_settings(self.files)
         self.model = self.build_backbone(model_config.hf_config, prefix=f"{prefix}model")
-        head = GLiNERSpanHead(self.settings, dtype=head_dtype(model_config))
+        head = GLiNERSpanHead(
+            self.settings,
+            dtype=head_dtype(model_config),
+            cuda_graphs=not getattr(model_config, "enforce_eager", False),
+        )
         self.pooler = VllmPoolerAdapter(head, tasks=("plugin",))
 
     # -- what a backbone package provides ------------------------------------------------
