@@ -12,25 +12,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
-import time
-from collections.abc import Callable
 
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-
-def timed(fn: Callable[[], object], repeats: int = 10) -> tuple[float, float]:
-    """Median (serial ms, return ms) of ``fn``."""
-    serial, returned = [], []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        returned.append((time.perf_counter() - start) * 1e3)
-        torch.cuda.synchronize()
-        serial.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(serial), statistics.median(returned)
+from vllm_factory.testing.gputime import serial_and_returned
 
 
 def launch(gates, w_hh, lengths, out, state, block_h: int, warps: int, stages: int) -> None:
@@ -83,7 +68,7 @@ def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
 
     diff = (kernel().float() - cudnn().float()).abs().max().item()
     for name, fn in (("kernel", kernel), ("cudnn", cudnn)):
-        serial, returned = timed(fn)
+        serial, returned = serial_and_returned(fn)
         print(
             f"B={batch} T={steps} {dtype} {name}: serial {serial:.2f} ms, return {returned:.2f} ms"
         )
@@ -93,7 +78,7 @@ def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
     for block_h, warps, stages in [(32, 4, 2), (32, 8, 2), (64, 4, 2), (64, 8, 1), (16, 4, 2)]:
         config = functools.partial(launch, gates, w_hh, lengths_gpu, out, state, block_h)
         try:
-            serial, _ = timed(functools.partial(config, warps, stages))
+            serial, _ = serial_and_returned(functools.partial(config, warps, stages))
         except Exception as exc:  # noqa: BLE001 - e.g. triton's OutOfResources: report, go on
             print(f"  BLOCK_H={block_h} num_warps={warps} num_stages={stages}: {exc}")
             continue

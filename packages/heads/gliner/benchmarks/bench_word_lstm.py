@@ -14,23 +14,10 @@ import argparse
 import functools
 import json
 import os
-import statistics
-import time
 
 import torch
 from vllm_factory.heads.gliner.head import LSTM_GRAPHS_ENV, WordLSTM
-
-
-def timed(fn, repeats: int = 20) -> tuple[float, float]:
-    serial, returned = [], []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        returned.append((time.perf_counter() - start) * 1e3)
-        torch.cuda.synchronize()
-        serial.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(serial), statistics.median(returned)
+from vllm_factory.testing.gputime import serial_and_returned
 
 
 @torch.inference_mode()
@@ -53,7 +40,9 @@ def main() -> None:
                 for name, value in (("cudnn", "0"), ("graph", "1")):
                     os.environ[LSTM_GRAPHS_ENV] = value
                     rnn(words, lengths)  # capture / warm-up
-                    serial, returned = timed(functools.partial(rnn, words, lengths))
+                    serial, returned = serial_and_returned(
+                        functools.partial(rnn, words, lengths), 20
+                    )
                     row[f"{name}_serial_ms"] = round(serial, 3)
                     row[f"{name}_return_ms"] = round(returned, 3)
                 print(json.dumps(row), flush=True)
