@@ -93,15 +93,16 @@ def test_word_lstm_by_directions_matches_the_packed_bilstm(layers):
     assert all(key.startswith("lstm.") for key in rnn.state_dict())
 
 
-def test_lstm_graphs_follow_the_opt_in_the_device_and_enforce_eager(monkeypatch):
-    """``takes_graphs``: only opted in, on a GPU (a stand-in here), for a head of a server that
-    is not eager (``GLiNERSpanHead(cuda_graphs=not enforce_eager)``), until a capture fails."""
+def test_lstm_graphs_follow_the_switch_the_device_and_enforce_eager(monkeypatch):
+    """``takes_graphs``: unless turned off, on a GPU (a stand-in here), for a head of a server
+    that is not eager (``GLiNERSpanHead(cuda_graphs=not enforce_eager)``), until a capture
+    fails."""
     import types
 
     import vllm_factory.heads.gliner.head as head_module
 
     on_gpu = types.SimpleNamespace(is_cuda=True)
-    monkeypatch.setenv(head_module.LSTM_GRAPHS_ENV, "1")
+    monkeypatch.delenv(head_module.LSTM_GRAPHS_ENV, raising=False)
     rnn = head().rnn
     assert rnn.takes_graphs(on_gpu) and not rnn.takes_graphs(torch.zeros(1))
     assert not head(cuda_graphs=False).rnn.takes_graphs(on_gpu)  # --enforce-eager
@@ -111,15 +112,17 @@ def test_lstm_graphs_follow_the_opt_in_the_device_and_enforce_eager(monkeypatch)
     assert not head().rnn.takes_graphs(on_gpu)
 
 
-def test_lstm_graphs_are_opt_in(monkeypatch):
-    """CUDA graphs of the BiLSTM only with ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=1``; a CPU head
-    never asks."""
+def test_lstm_graphs_are_on_unless_turned_off(monkeypatch):
+    """CUDA graphs of the BiLSTM unless ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0``; a CPU head never
+    asks."""
     import vllm_factory.heads.gliner.head as head_module
 
     monkeypatch.delenv(head_module.LSTM_GRAPHS_ENV, raising=False)
-    assert not head_module.lstm_graphs_wanted()
-    monkeypatch.setenv(head_module.LSTM_GRAPHS_ENV, "1")
     assert head_module.lstm_graphs_wanted()
+    for value, wanted in (("1", True), ("0", False), (" 0 ", False)):
+        monkeypatch.setenv(head_module.LSTM_GRAPHS_ENV, value)
+        assert head_module.lstm_graphs_wanted() is wanted
+    monkeypatch.delenv(head_module.LSTM_GRAPHS_ENV)
     rnn = head().rnn
     rnn.by_graph = lambda *args: pytest.fail("a CPU head asked for a CUDA graph")
     words, lengths = torch.randn(2, 3, 8), torch.tensor([3, 2])

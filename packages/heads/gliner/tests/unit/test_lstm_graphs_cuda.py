@@ -1,9 +1,11 @@
-"""The GLiNER head's BiLSTM replayed from CUDA graphs (``WordLSTM.by_graph``, opt-in with
-``VLLM_FACTORY_GLINER_LSTM_GRAPHS=1``) against cuDNN's packed BiLSTM, the default GPU path.
+"""The GLiNER head's BiLSTM replayed from CUDA graphs (``WordLSTM.by_graph``, the GPU default;
+``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0`` turns it off) against cuDNN's packed BiLSTM.
 CUDA only: on a CPU host these are skipped (and counted as such); the GPU check's host runs
 them (``pytest packages/heads/gliner/tests/unit/test_lstm_graphs_cuda.py``)."""
 
 from __future__ import annotations
+
+import warnings
 
 import pytest
 import torch
@@ -34,15 +36,14 @@ def word_batch(batch: int, steps: int, width: int, dtype: torch.dtype, seed: int
 def test_graph_replays_match_cudnn_packed(dtype, width, monkeypatch):
     torch.manual_seed(0)
     rnn = WordLSTM(width, 1).to("cuda", dtype).eval()
-    monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", raising=False)
     # several steps of one bucket (stale buffer rows and words between them), then another
     shapes = [(13, 300), (9, 290), (16, 257), (3, 40), (64, 330)]
     for seed, (batch, steps) in enumerate(shapes):
         words, lengths = word_batch(batch, steps, width, dtype, seed)
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "0")
         expected = rnn(words, lengths)
-        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "1")
-        got = rnn(words, lengths)
         monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS")
+        got = rnn(words, lengths)
         assert got.shape == expected.shape and got.dtype == dtype
         real = torch.cat([(got - expected)[row, :n] for row, n in enumerate(lengths.tolist())])
         worst, mean = real.abs().max().item(), real.abs().float().mean().item()
@@ -53,9 +54,30 @@ def test_graph_replays_match_cudnn_packed(dtype, width, monkeypatch):
 
 
 @torch.inference_mode()
+def test_built_as_vllm_builds_it_cudnn_never_compacts_weights(monkeypatch):
+    """Built under ``torch.device("cuda")`` and then cast (as vLLM builds the head), neither
+    the packed BiLSTM nor the graphed directions find weights outside one chunk (cuDNN would
+    then copy them inside every call and warn)."""
+    monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", raising=False)
+    with torch.device("cuda"):
+        rnn = WordLSTM(512, 1)
+    rnn = rnn.to(torch.bfloat16).eval()
+    words, lengths = word_batch(8, 100, 512, torch.bfloat16, 3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        graphed = rnn(words, lengths)
+        assert rnn._graphs and not rnn._graphs_failed
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "0")
+        packed = rnn(words, lengths)
+        torch.cuda.synchronize()
+    assert not [w for w in seen if "contiguous" in str(w.message)], [str(w.message) for w in seen]
+    assert graphed.shape == packed.shape
+
+
+@torch.inference_mode()
 def test_outputs_survive_the_next_replay(monkeypatch):
     """A returned tensor is the caller's: the next replay (same bucket) does not change it."""
-    monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "1")
+    monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", raising=False)
     torch.manual_seed(0)
     rnn = WordLSTM(512, 1).to("cuda", torch.bfloat16).eval()
     first, lengths = word_batch(8, 100, 512, torch.bfloat16, 1)

@@ -105,9 +105,11 @@ class WordLSTM(nn.Module):
 
         cuDNN launches two kernels per word and direction: ~650 launches for a step of
         330-word texts, ~11 ms of the engine's CPU on an H200 whatever the batch (its GPU work
-        is ~3 ms). ``vllm_factory.kernels.bidirectional_lstm`` does the recurrence in one
-        launch (:meth:`by_kernel`); ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts a 16-bit head in
-        to it (:func:`lstm_kernel_wanted`)."""
+        is ~3 ms). So on a GPU the recurrence is replayed from CUDA graphs (:meth:`by_graph`;
+        ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0`` or ``--enforce-eager`` turn that off, leaving
+        cuDNN). ``vllm_factory.kernels.bidirectional_lstm`` does it in one launch
+        (:meth:`by_kernel`); ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts a 16-bit head in to it
+        (:func:`lstm_kernel_wanted`)."""
         if lstm_kernel_wanted(words):
             return self.by_kernel(words, lengths, backend="auto")
         with exact_float32_rnn(words.dtype == torch.float32):
@@ -126,8 +128,8 @@ class WordLSTM(nn.Module):
             return out
 
     def takes_graphs(self, words: torch.Tensor) -> bool:
-        """Whether :meth:`by_graph` runs this call: opted in (``lstm_graphs_wanted``), on a GPU,
-        the server not eager, and no capture has failed."""
+        """Whether :meth:`by_graph` runs this call: not turned off (``lstm_graphs_wanted``), on
+        a GPU, the server not eager, and no capture has failed."""
         return (
             self.cuda_graphs and words.is_cuda and lstm_graphs_wanted() and not self._graphs_failed
         )
@@ -160,11 +162,15 @@ class WordLSTM(nn.Module):
             pair = []
             for side in ("", "_reverse"):
                 weight_ih = getattr(lstm, f"weight_ih_l{layer}{side}")
-                one = nn.LSTM(weight_ih.shape[1], lstm.hidden_size, batch_first=True)
+                # built where it runs, its weights in one chunk: cuDNN would otherwise compact
+                # them inside every call (and warn)
+                one = nn.LSTM(weight_ih.shape[1], lstm.hidden_size, batch_first=True,
+                              device=like[0], dtype=like[1])  # fmt: skip
                 with torch.no_grad():
                     for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                         getattr(one, f"{kind}_l0").copy_(getattr(lstm, f"{kind}_l{layer}{side}"))
-                pair.append(one.to(*like).eval().requires_grad_(False))
+                one.flatten_parameters()
+                pair.append(one.eval().requires_grad_(False))
             directions.append((pair[0], pair[1]))
         self._directions = directions
 
@@ -209,7 +215,9 @@ class WordLSTM(nn.Module):
         if self._graph_pool is None:
             self._graph_pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._graph_pool):
+        # thread_local: what other threads of the engine do meanwhile (copies of the last
+        # step's outputs, say) neither breaks this capture nor is broken by it
+        with torch.cuda.graph(graph, pool=self._graph_pool, capture_error_mode="thread_local"):
             out = self.by_directions(inputs, ends)
         logger.info("GLiNER BiLSTM: CUDA graph captured for %d texts x %d words", batch, steps)
         return inputs, ends, out, graph
@@ -243,15 +251,16 @@ class WordLSTM(nn.Module):
 
 # Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
 LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
-# Opt-in: the GLiNER head's BiLSTM replayed from CUDA graphs (WordLSTM.by_graph).
+# On by default, "0" turns it off: the GPU head's BiLSTM replayed from CUDA graphs
+# (WordLSTM.by_graph).
 LSTM_GRAPHS_ENV = "VLLM_FACTORY_GLINER_LSTM_GRAPHS"
 # by_graph's word buckets: a step's longest text rounded up to a multiple of this.
 GRAPH_STEPS = 64
 
 
 def lstm_graphs_wanted() -> bool:
-    """``VLLM_FACTORY_GLINER_LSTM_GRAPHS=1``: the GPU head's BiLSTM from CUDA graphs."""
-    return os.environ.get(LSTM_GRAPHS_ENV, "").strip() == "1"
+    """The GPU head's BiLSTM from CUDA graphs unless ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0``."""
+    return os.environ.get(LSTM_GRAPHS_ENV, "1").strip() != "0"
 
 
 def lstm_kernel_wanted(words: torch.Tensor) -> bool:
@@ -358,7 +367,7 @@ class GLiNERSpanHead(FactoryPooler):
         self, settings: GLiNERSettings, dtype: torch.dtype | None = None, cuda_graphs: bool = True
     ) -> None:
         """``dtype``: the head's (default: float32); ``cuda_graphs``: whether the head may
-        capture CUDA graphs of its own (the opt-in BiLSTM graphs; False for an eager server)."""
+        capture CUDA graphs of its own (the BiLSTM's; False for an eager server)."""
         super().__init__()
         self.settings = settings
         width = settings.hidden_size
