@@ -1,5 +1,5 @@
-"""The GLiNER head's BiLSTM on a GPU: cuDNN's packed BiLSTM (the default) vs the same layer
-replayed from CUDA graphs (``WordLSTM.by_graph``, ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=1``).
+"""The GLiNER head's BiLSTM on a GPU: cuDNN's packed BiLSTM (``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0``)
+vs the same layer replayed from CUDA graphs (``WordLSTM.by_graph``, the default).
 
 For B texts of ``--steps`` words (lengths spread down to half), per width (512 = deberta_gliner's
 bench head, 768 = mmbert / mt5) and dtype: the serial time of a call (synchronised before and
