@@ -19,7 +19,7 @@ SCRIPT = """
 import json, random, sys
 import torch
 from gliner import GLiNER
-from gliner_checkpoint import level_text_offsets
+from gliner_checkpoint import level_text_offsets, run_one
 
 torch.set_num_threads(1)  # a tiny model: threads only contend (0.7 s a pass on 2 busy cores)
 checkpoint, corpus, fit, out = sys.argv[1:]
@@ -39,14 +39,10 @@ texts = [" ".join(rng.choice(words) for _ in range(rng.randrange(12, 30))) for _
 def figures(texts):  # per text x label: mean and std of the logits of its valid spans
     means, stds = [], []
     for text in texts:
-        prepared = model.prepare_batch([text], labels)
-        batch = model.collate_batch(prepared["input_x"], prepared["entity_types"])
-        logits = model.run_batch(batch).logits[0]
-        n_words = len(prepared["tokens"][0][: model.config.max_len])
-        start = torch.arange(logits.shape[0])[:, None]
-        valid = (start + torch.arange(logits.shape[1])[None, :]) < n_words
-        means.append(logits[valid].double().mean(0).tolist())
-        stds.append(logits[valid].double().std(0).tolist())
+        output, valid = run_one(model, text, labels)
+        logits = output.logits[0][valid].double()
+        means.append(logits.mean(0).tolist())
+        stds.append(logits.std(0).tolist())
     return {"means": means, "stds": stds}
 
 result = {"before": figures(texts)}

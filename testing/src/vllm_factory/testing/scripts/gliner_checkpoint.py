@@ -55,19 +55,25 @@ def corpus_pairs(corpus: dict) -> list[tuple[str, list[str]]]:
     return [(t, labels) for labels in corpus["label_sets"].values() for t in corpus["texts"]]
 
 
+def run_one(model, text: str, labels: list[str]) -> tuple[Any, torch.Tensor]:
+    """gliner's own batch pipeline on one text: its output and the ``[start, width]`` mask of
+    the spans that end inside the text (the layout of its logits and span vectors)."""
+    prepared = model.prepare_batch([text], labels)
+    batch = model.collate_batch(prepared["input_x"], prepared["entity_types"])
+    output = model.run_batch(batch)
+    n_words = len(prepared["tokens"][0][: model.config.max_len])
+    starts, widths = output.logits.shape[1:3]
+    valid = (torch.arange(starts)[:, None] + torch.arange(widths)[None, :]) < n_words
+    return output, valid
+
+
 @torch.no_grad()
 def all_logits(model, pairs: list[tuple[str, list[str]]]) -> torch.Tensor:
     """Raw span x label logits of every valid span, through gliner's own batch pipeline."""
     out = []
     for text, labels in pairs:
-        prepared = model.prepare_batch([text], labels)
-        batch = model.collate_batch(prepared["input_x"], prepared["entity_types"])
-        logits = model.run_batch(batch).logits[0]
-        n_words = len(prepared["tokens"][0][: model.config.max_len])
-        width = torch.arange(logits.shape[1])
-        start = torch.arange(logits.shape[0])[:, None]
-        valid = (start + width[None, :]) < n_words
-        out.append(logits[valid].flatten())
+        output, valid = run_one(model, text, labels)
+        out.append(output.logits[0][valid.to(output.logits.device)].flatten())
     return torch.cat(out)
 
 
@@ -92,13 +98,8 @@ def level_text_offsets(model, texts: list[str], labels: list[str], device: str =
     )
     for text in texts:
         spans.clear()
-        prepared = model.prepare_batch([text], labels)
-        batch = model.collate_batch(prepared["input_x"], prepared["entity_types"])
-        model.run_batch(batch)
+        _, valid = run_one(model, text, labels)
         vectors = spans[-1][0]
-        n_words = len(prepared["tokens"][0][: model.config.max_len])
-        start = torch.arange(vectors.shape[0])[:, None]
-        valid = (start + torch.arange(vectors.shape[1])[None, :]) < n_words
         means.append(vectors[valid.to(vectors.device)].double().mean(0)[1:].cpu())
     hook.remove()
     model.to("cpu")
