@@ -3,7 +3,8 @@
 # wheelhouse parts reached $HOME/stage (see gpu/README.md). Carried from the CPU machine:
 # .gpu/wheelhouse/part<last> (unless vLLM is already in $HOME/site), .gpu/dist (our wheels,
 # `python gpu/stage.py`), .gpu/ref-wheels (the reference library's wheels for the in-process
-# baseline; gpu/README.md lists how to download them).
+# baseline; gpu/README.md lists how to download them; for the GLiNER family the
+# `--gliner-serve` parts installed into $HOME/ref instead).
 # Settings through the environment: PLUGIN (default moderncolbert), REF_IMPORT (a module the
 # reference wheels must provide, default pylate.models), CONC (client counts), BS (reference
 # batch sizes), OPEN_LOOP=0 to skip the Poisson points, EXTRA (more bench options), BUDGET
@@ -17,8 +18,12 @@ if [ ! -d "$HOME/site/vllm" ]; then
 fi
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/site" \
   .gpu/dist/*.whl || exit 3
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/ref" \
-  .gpu/ref-wheels/*.whl || exit 4
+# .gpu/ref-wheels: optional where $HOME/ref was filled before (the GLiNER family's
+# `gpu/stage.py --gliner-serve` parts, gpu/README.md); REF_IMPORT below checks either way.
+if compgen -G ".gpu/ref-wheels/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/ref" \
+    .gpu/ref-wheels/*.whl || exit 4
+fi
 # The reference wrapper puts the reference wheels first and keeps what the caller adds (the
 # bench runs the checkpoint builder with the kit's scripts on PYTHONPATH).
 printf '#!/bin/sh\nPYTHONPATH=%s/ref${PYTHONPATH:+:$PYTHONPATH} exec python3 "$@"\n' "$HOME" > "$HOME/refpy"

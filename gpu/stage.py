@@ -7,12 +7,14 @@ Puts under ``<repo>/.gpu/`` (ignored by git), for ``gpu/check.py`` to use there:
   (``HOST_EXTRAS``, CPython 3.12 manylinux wheels);
 - ``artifacts/``: each model package's reference folder (the tiny checkpoint and the
   reference library's fp32 CPU outputs), built here in the reference venvs if missing;
+- ``serve/part1..N`` (with ``--gliner-serve``): gliner, Ray Serve and flashdeberta for the
+  host's reference interpreter (the GLiNER benches' in-process baseline and ``gliner.serve``);
 - ``wheelhouse/part1..N`` (with ``--wheelhouse``): CUDA vLLM and what the host lacks, from the
   shared wheelhouse script (``$VLLM_FACTORY_WHEELHOUSE_SCRIPT``, by default
   ``../shared/gpu/prepare-wheelhouse.sh`` beside this checkout), in parts small enough to
   travel one at a time; the last part holds ``install.sh``.
 
-    python gpu/stage.py [--wheelhouse] [--no-references] [--python PYTHON]
+    python gpu/stage.py [--wheelhouse] [--gliner-serve] [--no-references] [--python PYTHON]
 
 ``--python``: the interpreter that builds the references (it needs this repository's
 ``vllm-factory-core`` and ``vllm-factory-testing`` importable; the default is the one running
@@ -112,9 +114,8 @@ def copy_references(folders: list[Path], dest: Path) -> None:
 def repack(wheelhouse: Path, part_mib: int) -> list[Path]:
     """Pack the wheelhouse again into ``part1..N`` of at most ``part_mib`` MiB each (the
     checkout travels with every transfer, and transfers carry 64 MiB in all): wheels are
-    reassembled from the script's chunks, split again into ``NAME.part-NN`` chunks where too
-    big (``install.sh``, kept in the last part, joins ``NAME.part-*`` in name order)."""
-    limit = part_mib * 1024 * 1024
+    reassembled from the script's chunks, then packed by :func:`pack_parts` (``install.sh``,
+    kept in the last part, joins ``NAME.part-*`` in name order)."""
     files = [f for f in wheelhouse.glob("part*/*") if f.is_file()]
     installer = next(f for f in files if f.name == "install.sh")
     loose = wheelhouse / "loose"
@@ -130,15 +131,26 @@ def repack(wheelhouse: Path, part_mib: int) -> list[Path]:
     for name, pieces in chunks.items():
         with open(loose / name, "wb") as whole:
             whole.writelines(piece.read_bytes() for piece in sorted(pieces))
+    kept = installer.read_bytes()
+    for old in wheelhouse.glob("part*"):
+        shutil.rmtree(old)
+    folders = pack_parts(loose, wheelhouse, part_mib)
+    (folders[-1] / "install.sh").write_bytes(kept)
+    (folders[-1] / "install.sh").chmod(0o755)
+    return folders
+
+
+def pack_parts(loose: Path, dest: Path, part_mib: int) -> list[Path]:
+    """Move the files of ``loose`` into ``dest/part1..N`` of at most ``part_mib`` MiB each,
+    largest first; a wheel bigger than that travels as ``NAME.part-NN`` chunks (joined in
+    name order on the host). ``loose`` is removed."""
+    limit = part_mib * 1024 * 1024
     for wheel in list(loose.iterdir()):
         if wheel.stat().st_size > limit:
             data, chunk = wheel.read_bytes(), limit - 1024 * 1024
             for i in range(0, len(data), chunk):
                 (loose / f"{wheel.name}.part-{i // chunk:02d}").write_bytes(data[i : i + chunk])
             wheel.unlink()
-    kept = installer.read_bytes()
-    for old in wheelhouse.glob("part*"):
-        shutil.rmtree(old)
     parts: list[list[Path]] = [[]]
     size = 0
     for f in sorted(loose.iterdir(), key=lambda f: -f.stat().st_size):
@@ -149,14 +161,69 @@ def repack(wheelhouse: Path, part_mib: int) -> list[Path]:
         size += f.stat().st_size
     folders = []
     for n, members in enumerate(parts, 1):
-        folder = wheelhouse / f"part{n}"
+        folder = dest / f"part{n}"
         folder.mkdir()
         for f in members:
             f.rename(folder / f.name)
         folders.append(folder)
-    (folders[-1] / "install.sh").write_bytes(kept)
-    (folders[-1] / "install.sh").chmod(0o755)
     loose.rmdir()
+    return folders
+
+
+# gliner and gliner.serve on the GPU host (the GLiNER benches' reference and peer server):
+# the kit's pins, less torch and what the image has; flashdeberta for --enable-flashdeberta.
+GLINER_KIT = ROOT / "testing" / "src" / "vllm_factory" / "testing" / "gliner"
+GLINER_SERVE_EXTRAS = ["flashdeberta==0.0.8"]
+IMAGE_PACKAGES = {"torch", "numpy", "sympy", "networkx", "mpmath", "jinja2", "markupsafe",
+                  "setuptools"}  # fmt: skip
+SERVE_INSTALL = """#!/usr/bin/env bash
+# Run on the GPU host after every part was copied into $HOME/serve-stage/: gliner, Ray Serve and
+# flashdeberta into $HOME/ref (the reference interpreter: PYTHONPATH=$HOME/ref).
+set -euo pipefail
+shopt -s nullglob
+cd "$HOME/serve-stage"
+for first in *.whl.part-00; do
+  name=${first%.part-00}; cat "$name".part-* > "$name"; rm "$name".part-*
+done
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/ref" ./*.whl
+echo "installed into $HOME/ref"
+"""
+
+
+def _distribution(wheel: str) -> str:
+    """``Foo_Bar-1.0-...whl`` (or a chunk of it) -> ``foo-bar``."""
+    return wheel.split("-", 1)[0].lower().replace("_", "-").replace(".", "-")
+
+
+def stage_gliner_serve(dest: Path, part_mib: int) -> list[Path]:
+    """``dest/part1..N``: the wheels that gliner and ``python -m gliner.serve`` need on the
+    host, less those the image or the vLLM wheelhouse (``.gpu/wheelhouse``, when staged) has;
+    the last part holds ``install.sh``."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    loose = dest / "loose"
+    loose.mkdir(parents=True)
+    pins = [
+        line.strip()
+        for name in ("requirements-gliner.txt", "requirements-gliner-serve.txt")
+        for line in (GLINER_KIT / name).read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    download = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(loose),
+                "--only-binary=:all:", "--implementation", "cp", *HOST_PLATFORM,
+                "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
+                "--platform", "any"]  # fmt: skip
+    wanted = [p for p in pins if _distribution(p.split("==")[0]) not in IMAGE_PACKAGES]
+    subprocess.run([*download, *wanted, *GLINER_SERVE_EXTRAS], check=True)
+    present = IMAGE_PACKAGES | {
+        _distribution(f.name) for f in (STAGE / "wheelhouse").glob("part*/*.whl*")
+    }
+    for wheel in loose.glob("*.whl"):
+        if _distribution(wheel.name) in present:
+            wheel.unlink()
+    folders = pack_parts(loose, dest, part_mib)
+    (folders[-1] / "install.sh").write_text(SERVE_INSTALL, encoding="utf-8")
+    (folders[-1] / "install.sh").chmod(0o755)
     return folders
 
 
@@ -171,6 +238,10 @@ def main() -> int:
     parser.add_argument(
         "--no-references", action="store_true",
         help="skip the reference folders (a benchmark builds its own checkpoint on the host)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gliner-serve", action="store_true",
+        help="also gliner, Ray Serve and flashdeberta for the host, in parts (.gpu/serve/)",
     )  # fmt: skip
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -191,6 +262,9 @@ def main() -> int:
         subprocess.run(["bash", script, str(STAGE / "wheelhouse")], check=True)
         parts = repack(STAGE / "wheelhouse", args.part_mib)
         logger.info("wheelhouse: %d parts of at most %d MiB", len(parts), args.part_mib)
+    if args.gliner_serve:
+        parts = stage_gliner_serve(STAGE / "serve", args.part_mib)
+        logger.info("gliner.serve: %d parts of at most %d MiB", len(parts), args.part_mib)
     sizes = subprocess.run(
         ["du", "-sh", *sorted(map(str, STAGE.iterdir()))],
         check=False,
