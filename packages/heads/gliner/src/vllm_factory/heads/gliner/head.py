@@ -163,7 +163,9 @@ class WordLSTM(nn.Module):
             for side in ("", "_reverse"):
                 weight_ih = getattr(lstm, f"weight_ih_l{layer}{side}")
                 # built where it runs, its weights in one chunk: cuDNN would otherwise compact
-                # them inside every call (and warn)
+                # them inside every call (and warn); torch 2.11 flattens no bfloat16 RNN
+                # weights (cudnn.is_acceptable), so a bf16 head compacts anyway, as cuDNN's
+                # packed BiLSTM does
                 one = nn.LSTM(weight_ih.shape[1], lstm.hidden_size, batch_first=True,
                               device=like[0], dtype=like[1])  # fmt: skip
                 with torch.no_grad():
