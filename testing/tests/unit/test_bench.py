@@ -231,6 +231,9 @@ def test_gliner_spec_runs_gliner_serve_beside_the_plugin(tmp_path: Path) -> None
     assert pairs["--dtype"] == "bfloat16" and pairs["--port"] == str(server.port)
     assert pairs["--max-model-len"] == "384" and pairs["--max-span-width"] == "12"
     assert flags[-1] == "--enable-flashdeberta" and "--no-compile" not in flags
+    # on a GPU, replicas sharing it (one is bound by one core); a --peer-arg comes later, wins
+    assert pairs["--num-replicas"] == "4" and pairs["--num-gpus-per-replica"] == "0.25"
+    assert flags.index("--num-replicas") < flags.index("--enable-flashdeberta")
     assert server.root_role == "driver" and server.url.endswith(str(server.port))
     config.device = "cpu"
     cpu = launch_gliner_serve(config, tmp_path, 512).args
