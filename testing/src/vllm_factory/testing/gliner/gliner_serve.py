@@ -18,8 +18,9 @@ Settings, so that both servers run the same model the same way:
   a host without one, and with compile on a 2-core host was still initialising after 10
   minutes;
 - on CUDA :data:`GPU_REPLICAS` replicas sharing the one GPU: a replica is bound by one core
-  (104 - 110 % CPU at every load on an H200), and four served deberta / mt5 / mmbert 512-token
-  texts at 124.6 / 205.4 / 227.7 req/s where one served 19.5 / 13.5 / 39.3 (2026-11-26/27);
+  (104 - 110 % CPU at every load on an H200); four served deberta / mt5 / mmbert 512-token
+  texts at 124.6 / 205.4 / 227.7 req/s at their peak on the levelled bench checkpoints, one
+  19.5 / 13.5 / 39.3 on the earlier, denser ones (not side by side: 2026-11-27 / 26);
   otherwise its defaults (compile on, batch sizes 1 - 32 precompiled: 5 - 7 minutes to start on
   an H200; ``--peer-arg=--no-compile`` starts in under a minute and was no slower);
 - ``--peer-arg`` (the bench's) adds gliner.serve flags, e.g. ``--enable-sequence-packing`` or
