@@ -32,6 +32,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import workspace
@@ -192,7 +194,7 @@ echo "installed into $HOME/ref"
 
 def _distribution(wheel: str) -> str:
     """``Foo_Bar-1.0-...whl`` (or a chunk of it) -> ``foo-bar``."""
-    return wheel.split("-", 1)[0].lower().replace("_", "-").replace(".", "-")
+    return canonicalize_name(wheel.split("-", 1)[0])
 
 
 def stage_gliner_serve(dest: Path, part_mib: int) -> list[Path]:
@@ -213,7 +215,7 @@ def stage_gliner_serve(dest: Path, part_mib: int) -> list[Path]:
                 "--only-binary=:all:", "--implementation", "cp", *HOST_PLATFORM,
                 "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
                 "--platform", "any"]  # fmt: skip
-    wanted = [p for p in pins if _distribution(p.split("==")[0]) not in IMAGE_PACKAGES]
+    wanted = [p for p in pins if canonicalize_name(p.split("==")[0]) not in IMAGE_PACKAGES]
     subprocess.run([*download, *wanted, *GLINER_SERVE_EXTRAS], check=True)
     present = IMAGE_PACKAGES | {
         _distribution(f.name) for f in (STAGE / "wheelhouse").glob("part*/*.whl*")
