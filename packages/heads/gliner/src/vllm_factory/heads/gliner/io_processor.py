@@ -62,6 +62,7 @@ from vllm_factory.heads.gliner.request import (
     GLiNERRequest,
 )
 from vllm_factory.heads.gliner.settings import GLiNERSettings, read_settings
+from vllm_factory.heads.gliner.word_tokens import WordTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 self.max_model_len,
                 limit,
             )
+        self.word_tokenizer = WordTokenizer(self.tokenizer, self.token_limit)
         self._latest = threading.local()  # pre_process -> merge_pooling_params, same thread
 
     def load_labels_tokenizer(self) -> Any:
@@ -158,11 +160,8 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             if self.settings.bi_encoder
             else prompt_words(labels, self.settings.ent_token, self.settings.sep_token)
         )
-        encoding = self.tokenizer(
-            prompt + words, is_split_into_words=True, truncation=True, max_length=self.token_limit
-        )
-        layout = layout_from_word_ids(encoding.word_ids(), len(prompt), len(words))
-        return list(encoding["input_ids"]), layout
+        ids, word_ids = self.word_tokenizer(prompt + words)
+        return ids, layout_from_word_ids(word_ids, len(prompt), len(words))
 
     def label_plan(self, request: GLiNERRequest) -> LabelPlan:
         """The request's labels and how they are scored: one chunk of ``labels``, or the

