@@ -435,3 +435,24 @@ def test_a_baseline_that_does_not_start_is_reported_and_the_run_goes_on() -> Non
     assert "**peer did not start** and is left out: server exited" in bench_report.markdown(report)
     with pytest.raises(ServerStartError):  # without the plugin there is nothing to report
         bench.run_servers([spec("plugin")], lambda server: run(spec("peer")))
+
+
+def test_rounds_report_the_median_round_and_every_rounds_rate() -> None:
+    rounds = [_point(4, 9.0), _point(4, 12.0), _point(4, 10.0)]
+    rounds[2]["p50_ms"] = 123.0
+    median = bench.median_round(rounds)
+    assert median["req_per_s"] == 10.0 and median["p50_ms"] == 123.0  # the whole median round
+    assert median["rounds_req_per_s"] == [9.0, 12.0, 10.0]  # run order
+    assert bench.median_round([_point(4, 8.0), _point(4, 6.0)])["req_per_s"] == 8.0
+    assert "rounds_req_per_s" not in bench.median_round([_point(4, 7.0)])
+    _, config = bench.parse_args(["--plugin", "p", "--rounds", "3"])
+    assert config.rounds == 3
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--plugin", "p", "--rounds", "0"])
+    report = _report()
+    report["config"]["rounds"] = 3
+    report["servers"]["plugin"]["points"][1] = median
+    report["factors"] = bench.factors(report)
+    text = bench_report.markdown(report)
+    assert "each point the median of 3 rounds" in text
+    assert "rounds' req/s |" in text and "| 9.0 / 12.0 / 10.0 |" in text

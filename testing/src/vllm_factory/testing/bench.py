@@ -279,6 +279,10 @@ class BenchConfig:
     to 12 % below 16 clients on mt5_gliner; with 256 requests, 2 - 8 % above)."""
     warmup_max: int = 8
     """Warm-up requests per point: ``max(2, min(concurrency, warmup_max))``."""
+    rounds: int = 1
+    """Sweeps over all client counts per server; each point reports its median round (by
+    req/s) and every round's req/s, so a ratio between servers can be told from run-to-run
+    spread."""
     lengths: dict[str, float] = field(default_factory=dict)
     corpus_size: int = 256
     seed: int = 0
@@ -742,17 +746,20 @@ def run_server(
             answers = [httpx.post(url, json=body, timeout=600).json() for body in bodies]
             result["outputs"] = spec.describe(bodies, answers)
             logger.info("%s outputs: %s", spec.name, result["outputs"])
-        for concurrency in config.concurrencies:
-            progress.set_postfix_str(f"{spec.name} c={concurrency}")
-            warmup = config.warmup_for(concurrency)
-            work = Workload(url, make_body, config.requests_for(concurrency), warmup, tokens_of)
-            seen = usage(f"c{concurrency}")
-            point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
-            entry = {**finish(point, warmup, seen), "warmup": warmup}
-            result["points"].append(entry)
-            progress.update(1)
-            if not server.is_alive():
-                raise RuntimeError(f"{spec.name} server died:\n{server.log_tail()}")
+        rounds: dict[int, list[dict[str, Any]]] = {c: [] for c in config.concurrencies}
+        for round_index in range(config.rounds):  # sweeps, so a point's rounds are spread out
+            for concurrency in config.concurrencies:
+                progress.set_postfix_str(f"{spec.name} c={concurrency}")
+                warmup = config.warmup_for(concurrency)
+                requests = config.requests_for(concurrency)
+                work = Workload(url, make_body, requests, warmup, tokens_of)
+                seen = usage(f"c{concurrency}" if round_index == 0 else None)
+                point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
+                rounds[concurrency].append({**finish(point, warmup, seen), "warmup": warmup})
+                progress.update(1)
+                if not server.is_alive():
+                    raise RuntimeError(f"{spec.name} server died:\n{server.log_tail()}")
+        result["points"] = [median_round(rounds[c]) for c in config.concurrencies]
         peak = max(p["req_per_s"] for p in result["points"])
         rates = config.rates or [round(f * peak, 3) for f in config.rate_fractions]
         for index, rate in enumerate(rates):
@@ -767,6 +774,16 @@ def run_server(
         result["server_notes"] = _server_notes(server)
         result["server_log"] = str(server.log_path)
     return result
+
+
+def median_round(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The median of one point's rounds by req/s (the upper one of an even count), with every
+    round's req/s in run order under ``rounds_req_per_s`` when there were several."""
+    ranked = sorted(entries, key=lambda entry: entry["req_per_s"])
+    median = dict(ranked[len(ranked) // 2])
+    if len(entries) > 1:
+        median["rounds_req_per_s"] = [entry["req_per_s"] for entry in entries]
+    return median
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -858,6 +875,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument("--lengths", help="length mix, e.g. 'short:0.4,128:0.3,512:0.2,2048:0.1'")
     ap.add_argument("--concurrency", help="comma list of closed-loop client counts")
     ap.add_argument("--requests", type=int, help="measured requests per point (min; >= 2c)")
+    ap.add_argument(
+        "--rounds", type=int, default=1,
+        help="closed-loop sweeps per server; each point reports the median round and the spread",
+    )  # fmt: skip
     ap.add_argument("--batch-sizes", help="comma list of reference batch sizes (1 is added)")
     ap.add_argument("--rates", help="comma list of open-loop Poisson rates in req/s")
     ap.add_argument("--no-open-loop", action="store_true", help="skip the open-loop points")
@@ -910,6 +931,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         config.rates = [float(r) for r in args.rates.split(",")]
     if args.no_open_loop:
         config.rates, config.rate_fractions = [], []
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    config.rounds = args.rounds
     config.only = args.only
     config.skip_reference = args.skip_reference
     config.encoding = args.encoding
@@ -965,7 +989,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     name = args.machine or machine_name(info)
     servers = [s for s in spec.servers(checkpoint) if not config.only or s.name in config.only]
     n_points = len(servers) * (
-        len(config.concurrencies) + len(config.rates or config.rate_fractions)
+        config.rounds * len(config.concurrencies) + len(config.rates or config.rate_fractions)
     )
     report: dict[str, Any] = {
         "benchmark": "vllm-factory bench",

@@ -36,10 +36,13 @@ def _ms(value: float | None) -> str:
 def _closed_table(report: dict[str, Any]) -> list[str]:
     servers = report["servers"]
     with_mfu = any("mfu" in p for s in servers.values() for p in s["points"])
+    with_rounds = any("rounds_req_per_s" in p for s in servers.values() for p in s["points"])
     head = "| server | clients | req/s | tokens/s | p50 ms | p95 ms | p99 ms | errors |"
     rule = "|---|---:|---:|---:|---:|---:|---:|---:|"
     if with_mfu:
         head, rule = head + " MFU |", rule + "---:|"
+    if with_rounds:
+        head, rule = head + " rounds' req/s |", rule + "---|"
     lines = [head, rule]
     for name, server in servers.items():
         for p in server["points"]:
@@ -51,6 +54,8 @@ def _closed_table(report: dict[str, Any]) -> list[str]:
             if with_mfu:
                 mfu = p.get("mfu")
                 row += f" {'n/a' if mfu is None else f'{100 * mfu:.1f}%'} |"
+            if with_rounds:
+                row += f" {' / '.join(f'{r:.1f}' for r in p.get('rounds_req_per_s', []))} |"
             lines.append(row)
     return lines
 
@@ -202,6 +207,12 @@ def markdown(report: dict[str, Any]) -> str:
         (
             f"- Closed loop: {cfg['requests_per_point']} measured requests per point "
             f"(requests={cfg['requests']}), warm-up {cfg['warmup_per_point']} not measured"
+            + (
+                f"; each point the median of {cfg['rounds']} rounds (sweeps over all client "
+                "counts), every round's req/s in the last column"
+                if cfg.get("rounds", 1) > 1
+                else ""
+            )
         ),
         (
             f"- Load average 1/5/15 min: start {_loadavg(report.get('loadavg_start'))}, "
