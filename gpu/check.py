@@ -16,7 +16,9 @@ Tolerances per dtype live in ``vllm_factory.testing.parity.TOLERANCES``. Jobs ru
 by side on the one GPU (``--parallel``); then each server gets a share of the GPU memory and
 a fixed KV cache size (``--gpu-memory-utilization``, ``--kv-cache-memory-bytes``, recorded in
 the results), which leaves vLLM's start-up dummy runs, compile and CUDA graph settings as they
-are. ``--parallel 1`` starts each server with no extra flag at all.
+are. ``--parallel 1`` starts each server with no extra flag at all. ``--server-arg FLAG``
+(repeatable) gives every server one more flag, e.g. CUDA graph sizes to check; the results
+record it with the sharing flags, so give such a run its own ``--out``.
 
     python gpu/check.py [--artifacts DIR] [--out DIR] [--parallel N] [--deadline EPOCH]
                         [--reencode PLUGIN,...]
@@ -42,6 +44,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -226,7 +229,7 @@ def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> 
         "VLLM_FACTORY_ARTIFACTS": str(args.artifacts),
         "VLLM_FACTORY_TEST_DTYPE": job.dtype,
         "VLLM_FACTORY_TEST_EAGER": "1" if job.mode == "eager" else "0",
-        "VLLM_FACTORY_TEST_SERVER_ARGS": " ".join(extra),
+        "VLLM_FACTORY_TEST_SERVER_ARGS": shlex.join(extra),
         "VLLM_FACTORY_TEST_REPORT": str(report),
         "VLLM_FACTORY_TEST_LOG_DIR": str(logs),
         "PYTHONUNBUFFERED": "1",
@@ -472,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--deadline", type=float, help="epoch seconds: start nothing after")
     parser.add_argument(
+        "--server-arg", action="append", default=[],
+        help="one more flag of every server, e.g. a --compilation-config=JSON to check "
+        "(repeatable; recorded in the results; use its own --out)",
+    )  # fmt: skip
+    parser.add_argument(
         "--merge", action="store_true",
         help="keep the results already in --out for jobs this run does not repeat",
     )  # fmt: skip
@@ -516,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.reencode:
         os.environ["VLLM_FACTORY_ARTIFACTS"] = str(args.artifacts)
         reencoded = reencode(args.reencode.split(","), model_packages(None))
-    extra = sharing_args(args.parallel)
+    extra = [*sharing_args(args.parallel), *args.server_arg]
     print(f"{gpu}: {len(jobs)} jobs, {args.parallel} at a time, flags {extra}", flush=True)
     results: list[Result] = []
     with concurrent.futures.ThreadPoolExecutor(max(1, args.parallel)) as pool:
