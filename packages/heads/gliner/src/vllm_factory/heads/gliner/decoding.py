@@ -101,6 +101,15 @@ def decode_spans(
         values[order].tolist(),
     )
     kept: list[Candidate] = []
+    ones = b"\x01" * cells.shape[1]  # occupancy marks, sliced to a span's width (< max_width)
+    if flat_ner and not multi_label:  # the common case: one look at the occupancy map
+        taken = bytearray(num_words)  # words covered by a kept span
+        for start, end, label, score in ranked:
+            if taken.find(1, start, end + 1) < 0:
+                taken[start : end + 1] = ones[: end + 1 - start]
+                kept.append(Candidate(start, end, label, score))
+        kept.sort(key=lambda cand: cand.start)
+        return kept
     kept_spans: set[tuple[int, int]] = set()
     taken = bytearray(num_words)  # flat NER: words covered by a kept span
     for start, end, label, score in ranked:
@@ -110,9 +119,9 @@ def decode_spans(
             if not multi_label:
                 continue
         elif flat_ner:
-            if any(taken[start : end + 1]):
+            if taken.find(1, start, end + 1) >= 0:
                 continue
-            taken[start : end + 1] = b"\x01" * (end + 1 - start)
+            taken[start : end + 1] = ones[: end + 1 - start]
         else:
             cand = Candidate(start, end, label, score)
             if any(_partial_overlap(cand, other) for other in kept):
