@@ -48,6 +48,7 @@ from vllm_factory.heads.gliner.linking import (
 from vllm_factory.heads.gliner.prep import LABELS_TOKENIZER_DIR
 from vllm_factory.heads.gliner.prompts import (
     LAYOUT_KEY,
+    Word,
     WordLayout,
     layout_from_word_ids,
     prompt_key,
@@ -154,7 +155,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         """Token ids and word layout of one text, exactly as gliner builds them (a
         bi-encoder's prompt is the text's words alone); ``max_len`` words at most (default:
         the checkpoint's)."""
-        words = [w.text for w in split_words(text, max_len or self.settings.max_len)]
+        return self.encode_words(split_words(text, max_len or self.settings.max_len), labels)
+
+    def encode_words(
+        self, text_words: Sequence[Word], labels: Sequence[str]
+    ) -> tuple[list[int], WordLayout]:
+        """:meth:`encode` of a text already split into words."""
+        words = [w.text for w in text_words]
         prompt = (
             []
             if self.settings.bi_encoder
@@ -162,6 +169,14 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         )
         ids, word_ids = self.word_tokenizer(prompt + words)
         return ids, layout_from_word_ids(word_ids, len(prompt), len(words))
+
+    def text_words(self, request: GLiNERRequest, index: int) -> list[Word]:
+        """Text ``index``'s words (gliner's splitter, at most the request's or the checkpoint's
+        ``max_len``), split once per request and kept with it for its response."""
+        if request._words is None:
+            limit = request.max_len or self.settings.max_len
+            request._words = [split_words(text, limit) for text in request.texts]
+        return request._words[index]
 
     def label_plan(self, request: GLiNERRequest) -> LabelPlan:
         """The request's labels and how they are scored: one chunk of ``labels``, or the
@@ -226,9 +241,9 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                             f"{field}: labels must not contain {token!r}", field
                         )
         prompts, layouts = [], {}
-        for text in request.texts:
+        for index in range(len(request.texts)):
             for chunk in chunks:
-                ids, layout = self.encode(text, chunk, request.max_len)
+                ids, layout = self.encode_words(self.text_words(request, index), chunk)
                 if not any(layout.counts):
                     raise compat.validation_error(
                         f"{field}: the label prompt fills all {self.token_limit} tokens; "
@@ -277,7 +292,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         linking = plan.candidates is not None
         results = []
         for index, text in enumerate(request.texts):
-            words = split_words(text, request.max_len or self.settings.max_len)
+            words = self.text_words(request, index)
             per_chunk = self.chunk_scores(plan, outputs, index, len(words))
             allowed = None
             if request.input_spans is not None and request.input_spans[index] is not None:

@@ -77,6 +77,8 @@ class GLiNERRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     # The IOProcessor's label plan, made once when the prompts are built (not a field).
     _plan: Any = PrivateAttr(default=None)
+    # Each text's words, split once for both its prompts and its response (not a field).
+    _words: Any = PrivateAttr(default=None)
 
     text: str | list[str]
     labels: list[str] | None = None
