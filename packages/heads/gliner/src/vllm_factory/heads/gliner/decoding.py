@@ -101,33 +101,28 @@ def decode_spans(
         values[order].tolist(),
     )
     kept: list[Candidate] = []
-    ones = b"\x01" * cells.shape[1]  # occupancy marks, sliced to a span's width (< max_width)
-    if flat_ner and not multi_label:  # the common case: one look at the occupancy map
-        taken = bytearray(num_words)  # words covered by a kept span
-        for start, end, label, score in ranked:
-            if taken.find(1, start, end + 1) < 0:
-                taken[start : end + 1] = ones[: end + 1 - start]
-                kept.append(Candidate(start, end, label, score))
-        kept.sort(key=lambda cand: cand.start)
-        return kept
-    kept_spans: set[tuple[int, int]] = set()
+    kept_spans: set[tuple[int, int]] = set()  # consulted only where the same span may recur
     taken = bytearray(num_words)  # flat NER: words covered by a kept span
+    ones = b"\x01" * cells.shape[1]  # occupancy marks, sliced to a span's width (< max_width)
     for start, end, label, score in ranked:
-        if (start, end) in kept_spans:
+        if flat_ner:
+            # Kept spans are disjoint, so a clash is a taken word; the one allowed clash is the
+            # very same span again under multi-label (its words are taken by itself).
+            if taken.find(1, start, end + 1) >= 0:
+                if not (multi_label and (start, end) in kept_spans):
+                    continue
+            else:
+                taken[start : end + 1] = ones[: end + 1 - start]
+        elif (start, end) in kept_spans:
             # The same span again: a clash unless multi-label. Every other kept span is
-            # disjoint from (flat) or nested with (nested) it already.
+            # nested with it already.
             if not multi_label:
                 continue
-        elif flat_ner:
-            if taken.find(1, start, end + 1) >= 0:
-                continue
-            taken[start : end + 1] = ones[: end + 1 - start]
-        else:
-            cand = Candidate(start, end, label, score)
-            if any(_partial_overlap(cand, other) for other in kept):
-                continue
+        elif any(_partial_overlap(Candidate(start, end, label, score), o) for o in kept):
+            continue
         kept.append(Candidate(start, end, label, score))
-        kept_spans.add((start, end))
+        if multi_label or not flat_ner:
+            kept_spans.add((start, end))
     kept.sort(key=lambda cand: cand.start)
     return kept
 

@@ -150,17 +150,10 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         return [list(ids) for ids in encoded]
 
     def encode(
-        self, text: str, labels: Sequence[str], max_len: int | None = None
-    ) -> tuple[list[int], WordLayout]:
-        """Token ids and word layout of one text, exactly as gliner builds them (a
-        bi-encoder's prompt is the text's words alone); ``max_len`` words at most (default:
-        the checkpoint's)."""
-        return self.encode_words(split_words(text, max_len or self.settings.max_len), labels)
-
-    def encode_words(
         self, text_words: Sequence[Word], labels: Sequence[str]
     ) -> tuple[list[int], WordLayout]:
-        """:meth:`encode` of a text already split into words."""
+        """Token ids and word layout of one text's words (:meth:`text_words`), exactly as
+        gliner builds them (a bi-encoder's prompt is the text's words alone)."""
         words = [w.text for w in text_words]
         prompt = (
             []
@@ -243,7 +236,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         prompts, layouts = [], {}
         for index in range(len(request.texts)):
             for chunk in chunks:
-                ids, layout = self.encode_words(self.text_words(request, index), chunk)
+                ids, layout = self.encode(self.text_words(request, index), chunk)
                 if not any(layout.counts):
                     raise compat.validation_error(
                         f"{field}: the label prompt fills all {self.token_limit} tokens; "
