@@ -273,6 +273,22 @@ def test_deberta_attention_variants(
     close(out, case.expected)
 
 
+def test_deberta_attention_precomputed_scores_into_out(triton_calls) -> None:
+    from deberta_reference import hf_case
+    from vllm_factory.kernels import relative_scores
+
+    case = hf_case([5, 37, 70], position_buckets=8, max_relative_positions=32)
+    q, k, v, cu, length, pos_key, pos_query, *rest = case.args()
+    c2p, p2c = relative_scores(q, pos_key), relative_scores(k, pos_query)
+    out = torch.full_like(q, float("nan"))
+    given = flash_deberta_attention(
+        q, k, v, cu, length, None, None, *rest, c2p=c2p, p2c=p2c, out=out, backend="triton"
+    )
+    assert triton_calls == ["deberta_attention_triton"] and given is out
+    close(out, case.expected)
+    close(out, flash_deberta_attention(*case.args(), backend="torch"))
+
+
 # fp16 only: triton 3.9's interpreter computes tl.dot on bf16 operands wrongly (garbage of
 # order 1e10 on a plain 16x16 product), a bug of the interpreter; bf16 runs in the CUDA tests.
 @pytest.mark.parametrize("dtype", [torch.float16])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from kernels_reference import close
-from vllm_factory.kernels import flash_deberta_attention, relative_position_index
+from vllm_factory.kernels import flash_deberta_attention, relative_position_index, relative_scores
 
 pytest.importorskip("transformers.models.deberta_v2")
 
@@ -107,3 +107,38 @@ def test_rejects_bad_args() -> None:
         flash_deberta_attention(q, q, q, cu, 5, pos_key=torch.randn(7, 2, 32))
     with pytest.raises(ValueError):
         flash_deberta_attention(q, q, q, cu.float(), 5)
+
+
+def precomputed(args: tuple) -> tuple[tuple, dict]:
+    """The same call with c2p / p2c computed beforehand (as a compiled encoder does)."""
+    q, k, v, cu, length, pos_key, pos_query, *rest = args
+    scores = {
+        "c2p": None if pos_key is None else relative_scores(q, pos_key),
+        "p2c": None if pos_query is None else relative_scores(k, pos_query),
+    }
+    return (q, k, v, cu, length, None, None, *rest), scores
+
+
+@pytest.mark.parametrize("pos_att_type", ["c2p|p2c", "c2p", "p2c"])
+def test_precomputed_scores_and_out(pos_att_type: str) -> None:
+    case = hf_case([5, 37, 70], pos_att_type=pos_att_type)
+    args, scores = precomputed(case.args())
+    direct = flash_deberta_attention(*case.args(), backend="torch")
+    out = torch.full_like(direct, float("nan"))
+    given = flash_deberta_attention(*args, **scores, out=out, backend="torch")
+    assert given is out
+    assert torch.equal(out, direct)
+    close(out, case.expected)
+
+
+def test_rejects_bad_scores() -> None:
+    case = hf_case([6, 3])
+    args, scores = precomputed(case.args())
+    with pytest.raises(ValueError, match="not both"):
+        flash_deberta_attention(*case.args(), c2p=scores["c2p"])
+    with pytest.raises(ValueError, match="c2p"):
+        flash_deberta_attention(*args, c2p=scores["c2p"][:, :4])
+    with pytest.raises(ValueError, match="same span"):
+        flash_deberta_attention(*args, c2p=scores["c2p"], p2c=scores["p2c"][..., :4])
+    with pytest.raises(ValueError, match="out"):
+        flash_deberta_attention(*args, **scores, out=torch.empty(9, 2, 32, dtype=torch.float64))

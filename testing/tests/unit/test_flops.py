@@ -25,9 +25,23 @@ def test_t5_gated_mlp_and_unknown_encoders():
     assert flops.encoder({"model_type": "llama"}, 2) is None
 
 
-def test_gliner_head_is_dominated_by_the_span_mlp():
+def test_gliner_head_is_dominated_by_the_span_mlp_in_gliners_formulation():
     config = {"hidden_size": 512, "max_width": 12, "num_rnn_layers": 1,
               "encoder_config": {"hidden_size": 768}}  # fmt: skip
-    total = flops.gliner_span_head(config, tokens=512, words=360, labels=5)
+    total = flops.gliner_span_head_unfolded(config, tokens=512, words=360, labels=5)
     spans = 360 * 12 * 24 * 512 * 512
     assert spans < total < 1.5 * spans
+
+
+def test_gliner_head_as_computed_per_word_not_per_span():
+    g, k, words, labels, tokens = 512, 12, 360, 5, 512
+    config = {"hidden_size": g, "max_width": k, "num_rnn_layers": 1,
+              "encoder_config": {"hidden_size": 768}}  # fmt: skip
+    expected = (
+        2 * 768 * g * tokens  # projection to the head's width
+        + labels * 24 * g * g  # label MLP and the folded last layer
+        + words * (12 * g * g + 32 * g * g + 16 * g * g)  # BiLSTM, endpoint MLPs, span table
+        + words * k * 8 * g * labels  # every span's hidden layer against every label
+    )
+    assert flops.gliner_span_head(config, tokens, words, labels) == expected
+    assert 3 * expected < flops.gliner_span_head_unfolded(config, tokens, words, labels)

@@ -6,7 +6,7 @@ Each public function takes a keyword-only ``backend`` (``"auto"``, ``"triton"`` 
 """
 
 from ._dispatch import select_backend, triton_available, triton_disabled
-from .deberta_attention import flash_deberta_attention, relative_position_index
+from .deberta_attention import flash_deberta_attention, relative_position_index, relative_scores
 from .geglu import fused_geglu
 from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm, fused_rmsnorm
 from .lstm import bidirectional_lstm
@@ -26,6 +26,7 @@ __all__ = [
     "fused_rmsnorm",
     "fused_rope",
     "relative_position_index",
+    "relative_scores",
     "select_backend",
     "triton_available",
     "triton_disabled",

@@ -139,18 +139,24 @@ def _block_sizes(head_dim: int, max_seqlen: int) -> tuple[int, int, int, int]:
     return block_m, block_n, block_d, 4
 
 
-def deberta_attention_triton(x: AttentionInputs) -> torch.Tensor:
-    """Arguments already validated by ``flash_deberta_attention``; returns ``[T, H, D]``."""
+def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Arguments already validated by ``flash_deberta_attention``; returns ``[T, H, D]``
+    (``out`` when given: written in place if its last dimension is contiguous)."""
     q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x
     heads, head_dim = q.shape[1:]
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
-    out = torch.empty_like(q)
+    target = out
+    if out is None or out.stride(-1) != 1:
+        out = torch.empty_like(q)
     batch = cu_seqlens.numel() - 1
     if batch == 0 or max_seqlen == 0:
-        return out
+        return out if target is None else target.copy_(out)
     cu = cu_seqlens.to(device=q.device, dtype=torch.int32).contiguous()
-    c2p_t = c2p.contiguous() if c2p is not None else q  # dummies are never read
-    p2c_t = p2c.contiguous() if p2c is not None else q
+    # The kernel reads the scores through their head and token strides.
+    c2p_t = c2p if c2p is None or c2p.stride(-1) == 1 else c2p.contiguous()
+    p2c_t = p2c if p2c is None or p2c.stride(-1) == 1 else p2c.contiguous()
+    c2p_t = q if c2p_t is None else c2p_t  # dummies are never read
+    p2c_t = q if p2c_t is None else p2c_t
     if rel_index is not None:
         idx = rel_index.to(device=q.device, dtype=torch.int32).contiguous()
         idx_offset = (idx.numel() + 1) // 2 - 1
@@ -169,4 +175,4 @@ def deberta_attention_triton(x: AttentionInputs) -> torch.Tensor:
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         num_warps=warps, num_stages=2,
     )  # fmt: skip
-    return out
+    return out if target is None or target is out else target.copy_(out)

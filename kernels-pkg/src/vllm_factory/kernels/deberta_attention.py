@@ -105,8 +105,11 @@ class AttentionInputs(NamedTuple):
     sm_scale: float
 
 
-def _relative_scores(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-    """``[T, H, D] x [2S, H, D] -> [H, T, 2S]``: every token against every relative row."""
+def relative_scores(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """``[T, H, D] x [2S, H, D] -> [H, T, 2S]``: every token against every relative row
+    (``relative_scores(q, pos_key)`` is c2p, ``relative_scores(k, pos_query)`` p2c). One
+    ``bmm``: a compiled encoder computes it in its graph and hands the result to
+    :func:`flash_deberta_attention` (``c2p=`` / ``p2c=``)."""
     return torch.bmm(x.transpose(0, 1), pos.permute(1, 2, 0))
 
 
@@ -209,6 +212,9 @@ def flash_deberta_attention(
     scale_factor: int | None = None,
     *,
     rel_index: torch.Tensor | None = None,
+    c2p: torch.Tensor | None = None,
+    p2c: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
     """DeBERTa disentangled attention of packed ``[T, H, D]`` q/k/v; returns ``[T, H, D]``.
@@ -220,9 +226,23 @@ def flash_deberta_attention(
     enabled terms: HF counts ``pos_att_type`` even when ``relative_attention`` is off. ``rel_index`` (from ``relative_position_index`` for at least
     ``max_seqlen``) may be passed in to reuse one table across layers; it is built from
     ``position_buckets`` / ``max_relative_positions`` otherwise.
+
+    ``c2p`` / ``p2c`` (``[H, T, 2 * span]``, :func:`relative_scores`) may be given instead of
+    ``pos_key`` / ``pos_query``: the relative scores already computed, e.g. inside a compiled
+    graph, so that this call launches the attention alone. ``out`` (``[T, H, D]``, q's dtype)
+    receives the result, which is also returned.
     """
+    if c2p is not None and pos_key is not None or p2c is not None and pos_query is not None:
+        raise ValueError("give c2p / p2c or pos_key / pos_query, not both")
     span = _check_args(q, k, v, cu_seqlens, pos_key, pos_query)
-    factor = 1 + (pos_key is not None) + (pos_query is not None)
+    span = _check_scores(q, c2p, p2c, span)
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
+        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+    has_c2p, has_p2c = (
+        pos_key is not None or c2p is not None,
+        pos_query is not None or p2c is not None,
+    )
+    factor = 1 + has_c2p + has_p2c
     if scale_factor is not None:
         factor = scale_factor
     sm_scale = 1.0 / math.sqrt(q.shape[-1] * factor)
@@ -233,14 +253,33 @@ def flash_deberta_attention(
             )
         elif rel_index.numel() < 2 * max_seqlen - 1 or rel_index.numel() % 2 == 0:
             raise ValueError("rel_index must come from relative_position_index(>= max_seqlen)")
-    c2p = _relative_scores(q, pos_key) if pos_key is not None else None
-    p2c = _relative_scores(k, pos_query) if pos_query is not None else None
-    tensors = [t for t in (q, k, v, cu_seqlens, pos_key, pos_query) if t is not None]
+    if pos_key is not None:
+        c2p = relative_scores(q, pos_key)
+    if pos_query is not None:
+        p2c = relative_scores(k, pos_query)
+    tensors = [t for t in (q, k, v, cu_seqlens, c2p, p2c) if t is not None]
     if q.shape[0] == 0:
-        return torch.empty_like(q)
+        return torch.empty_like(q) if out is None else out
     inputs = AttentionInputs(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
     if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
         from ._triton_deberta_attention import deberta_attention_triton
 
-        return deberta_attention_triton(inputs)
-    return _deberta_attention_torch(inputs)
+        return deberta_attention_triton(inputs, out)
+    result = _deberta_attention_torch(inputs)
+    return result if out is None else out.copy_(result)
+
+
+def _check_scores(
+    q: torch.Tensor, c2p: torch.Tensor | None, p2c: torch.Tensor | None, span: int
+) -> int:
+    """Validate precomputed relative scores against ``q``; return ``span``."""
+    tokens, heads = q.shape[:2]
+    for name, scores in (("c2p", c2p), ("p2c", p2c)):
+        if scores is None:
+            continue
+        if scores.dim() != 3 or scores.shape[:2] != (heads, tokens) or scores.shape[2] % 2:
+            raise ValueError(f"{name} must be [H, T, 2 * span], got {tuple(scores.shape)}")
+        if span and scores.shape[2] // 2 != span:
+            raise ValueError("the relative terms must have the same span")
+        span = scores.shape[2] // 2
+    return span

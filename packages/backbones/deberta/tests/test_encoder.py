@@ -209,10 +209,10 @@ def test_ops_leave_no_row_of_the_buffer_unwritten() -> None:
     torch.manual_seed(0)
     positions = torch.cat([torch.arange(4, 7), torch.arange(5), torch.zeros(2, dtype=torch.long)])
     q, k, v = (torch.randn(10, 2, 32) for _ in range(3))
-    pos = torch.randn(16, 2, 32)
+    scores = torch.randn(2, 10, 16)  # [H, T, 2 * span] relative scores
     for rows in (positions, torch.arange(3, 13)):
         out = torch.full_like(q, float("nan"))
-        torch.ops.vllm_factory.deberta_attention(q, k, v, rows, pos, pos, 3, 8, 8, 32, out)
+        torch.ops.vllm_factory.deberta_attention(q, k, v, rows, scores, scores, 3, 8, 8, 32, out)
         assert torch.isfinite(out).all()
         x = torch.randn(10, 8)
         conv_out = torch.full_like(x, float("nan"))

@@ -370,6 +370,52 @@ def test_span_chunks_change_nothing(monkeypatch):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("labels", [(2, 3), (3, 3)])  # different / equal label counts
+def test_span_chunks_change_nothing_whatever_the_label_counts(monkeypatch, labels):
+    import vllm_factory.heads.gliner.head as head_module
+
+    model = head()
+    prompts = [prompt(labels[0], (1, 2, 1, 1, 1), 0), prompt(labels[1], (2, 1, 1), 1)]
+    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+    hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
+    whole = model(hidden, requests)
+    assert [tuple(s.shape) for s in whole] == [(5, 3, labels[0]), (3, 3, labels[1])]
+    assert all(s.is_contiguous() for s in whole)
+    monkeypatch.setitem(head_module.SPAN_CHUNK, "cpu", 3 * 4 * 8 * 3)  # three words per chunk
+    for a, b in zip(whole, model(hidden, requests)):
+        assert torch.equal(a, b)
+
+
+def test_folded_last_layer_scores_as_the_span_vectors_do(monkeypatch):
+    """The span MLP's last layer folded into the label vectors gives the scores of span
+    vectors dotted with the labels (gliner's order), up to float rounding; and so does each
+    prompt scored in a step of its own."""
+    import vllm_factory.heads.gliner.head as head_module
+
+    model = head()
+    prompts = [prompt(3, (1, 2, 1, 1, 1), 0), prompt(3, (2, 1, 1), 1)]
+    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+    hidden = [torch.randn(len(r.token_ids), 12, dtype=torch.float64) for r in requests]
+    model = model.double()
+    monkeypatch.setattr(head_module, "fold_labels", lambda labels, width: True)
+    folded = model(hidden, requests)
+    monkeypatch.setattr(head_module, "fold_labels", lambda labels, width: False)
+    unfolded = model(hidden, requests)
+    alone = [model([h], [r])[0] for h, r in zip(hidden, requests)]
+    for a, b, c in zip(folded, unfolded, alone):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+        torch.testing.assert_close(a, c, rtol=0, atol=1e-12)
+
+
+def test_span_table_sums_to_the_joined_first_layer():
+    """Start row + end row of the span table == the first layer on the joined vector."""
+    marker = head().span_rep_layer.span_rep_layer.double()
+    starts, ends = torch.randn(5, 8, dtype=torch.float64), torch.randn(5, 8, dtype=torch.float64)
+    table = marker.span_table(starts, ends)
+    joined = torch.cat((starts[1], ends[3])).relu()
+    torch.testing.assert_close(table[1] + table[5 + 3], marker.out_project[0](joined))
+
+
 @pytest.mark.parametrize(
     ("named", "expected"),
     [(None, torch.bfloat16), ("float32", torch.float32), ("model", torch.bfloat16)],

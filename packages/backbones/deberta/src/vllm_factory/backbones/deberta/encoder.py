@@ -36,6 +36,7 @@ from vllm_factory.kernels import (
     fused_add_layernorm,
     fused_layernorm,
     relative_position_index,
+    relative_scores,
 )
 
 logger = logging.getLogger(__name__)
@@ -153,30 +154,31 @@ def packed_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     positions: torch.Tensor,
-    pos_key: torch.Tensor | None,
-    pos_query: torch.Tensor | None,
+    c2p: torch.Tensor | None,
+    p2c: torch.Tensor | None,
     scale_factor: int,
     span: int,
     buckets: int,
     max_rel: int,
     out: torch.Tensor,
 ) -> None:
-    """``flash_deberta_attention`` of packed ``[T, H, D]`` q/k/v into ``out``."""
+    """``flash_deberta_attention`` of packed ``[T, H, D]`` q/k/v into ``out``, with the
+    relative scores ``[H, T, 2 * span]`` the graph piece before it computed (one launch per
+    layer between the pieces)."""
     first, packed = owned_layout(positions, span, buckets, max_rel)
     if first < q.shape[0]:
         o = slice(first, None)
-        out[o].copy_(
-            flash_deberta_attention(
-                q[o].contiguous(), k[o].contiguous(), v[o].contiguous(), packed.cu_seqlens,
-                packed.max_seqlen, pos_key, pos_query, scale_factor=scale_factor,
-                rel_index=packed.rel_index,
-            )
+        flash_deberta_attention(
+            q[o], k[o], v[o], packed.cu_seqlens, packed.max_seqlen, scale_factor=scale_factor,
+            rel_index=packed.rel_index, c2p=None if c2p is None else c2p[:, o],
+            p2c=None if p2c is None else p2c[:, o], out=out[o],
         )  # fmt: skip
-    out[:first].zero_()
+    if first:
+        out[:first].zero_()
 
 
 @packed_attention.register_fake
-def _(q, k, v, positions, pos_key, pos_query, scale_factor, span, buckets, max_rel, out):
+def _(q, k, v, positions, c2p, p2c, scale_factor, span, buckets, max_rel, out):
     return None
 
 
@@ -291,16 +293,16 @@ class SelfAttention(nn.Module):
         q = heads(self.query_proj(x)[0])
         k = heads(self.key_proj(x)[0])
         v = heads(self.value_proj(x)[0])
-        pos_key = pos_query = None
+        c2p = p2c = None  # [H, T, 2 * span]: computed here, inside the compiled piece
         if self.c2p:
             proj = self.key_proj if self.share_att_key else self.pos_key_proj
-            pos_key = heads(proj(rel_embeddings)[0])
+            c2p = relative_scores(q, heads(proj(rel_embeddings)[0]))
         if self.p2c:
             proj = self.query_proj if self.share_att_key else self.pos_query_proj
-            pos_query = heads(proj(rel_embeddings)[0])
+            p2c = relative_scores(k, heads(proj(rel_embeddings)[0]))
         out = torch.empty_like(q)
         torch.ops.vllm_factory.deberta_attention(
-            q, k, v, positions, pos_key, pos_query, self.scale_factor, *self.relative_positions, out
+            q, k, v, positions, c2p, p2c, self.scale_factor, *self.relative_positions, out
         )
         return out.view(out.shape[0], -1)
 

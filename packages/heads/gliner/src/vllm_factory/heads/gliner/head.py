@@ -33,6 +33,7 @@ from typing import ClassVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from vllm_factory.core.pooler import FactoryPooler, PoolerRequest
@@ -310,7 +311,13 @@ def exact_float32_rnn(active: bool) -> Iterator[None]:
 
 
 class MarkerV0(nn.Module):
-    """Span vector = MLP(relu([MLP_start(h[start]); MLP_end(h[end])]))."""
+    """Span vector = MLP(relu([MLP_start(h[start]); MLP_end(h[end])])).
+
+    The span MLP's first layer acts on the two halves of the joined vector apart:
+    ``W [relu(s); relu(e)] + b == W_s relu(s) + (W_e relu(e) + b)``. Both terms are made once
+    per word (:meth:`span_table`) and a span's hidden layer is the sum of its start's row and
+    its end's row (:meth:`span_hidden`), instead of a ``2 * width``-wide product per span.
+    """
 
     def __init__(self, width: int, max_width: int) -> None:
         super().__init__()
@@ -323,6 +330,40 @@ class MarkerV0(nn.Module):
         """The start and end projections of every word ``[N, width]``."""
         return self.project_start(words), self.project_end(words)
 
+    def span_table(self, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+        """``[2N, 4 * width]``: rows ``0..N-1`` every word's start term of the span MLP's first
+        layer, rows ``N..2N-1`` its end term (with the layer's bias)."""
+        first = self.out_project[0]
+        width = starts.shape[-1]
+        return torch.cat(
+            (
+                F.linear(starts.relu(), first.weight[:, :width]),
+                F.linear(ends.relu(), first.weight[:, width:], first.bias),
+            )
+        )
+
+    def span_rows(self, first: torch.Tensor, num_words: torch.Tensor) -> torch.Tensor:
+        """``[N * max_width, 2]``: the span table rows (start term, end term) of every span
+        (word r, width k), in that order. Words of several texts lie back to back;
+        ``first[r]`` is the row of the first word of row r's text and ``num_words[r]`` that
+        text's length (both ``[N]``, on the device)."""
+        total = first.shape[0]
+        row = torch.arange(total, device=first.device).unsqueeze(1)
+        end = row + torch.arange(self.max_width, device=first.device).unsqueeze(0)
+        base = first.unsqueeze(1)
+        # gliner multiplies the indices of spans running past the text by 0: they become
+        # (0, 0), the text's first word.
+        outside = end >= (first + num_words).unsqueeze(1)  # [N, max_width]
+        start_rows = torch.where(outside, base, row)
+        end_rows = torch.where(outside, base, end) + total
+        return torch.stack((start_rows, end_rows), -1).view(-1, 2)
+
+    @staticmethod
+    def span_hidden(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``[n, 4 * width]``: the span MLP's hidden layer (after its ReLU) of the spans whose
+        table rows are ``rows`` ``[n, 2]``; one gather-and-sum launch."""
+        return F.embedding_bag(rows, table, mode="sum").relu_()
+
     def spans(
         self,
         starts: torch.Tensor,
@@ -331,21 +372,12 @@ class MarkerV0(nn.Module):
         num_words: torch.Tensor,
         rows: slice,
     ) -> torch.Tensor:
-        """Span vectors ``[n, max_width, width]`` of the spans starting at word rows ``rows``.
-
-        Words of several texts lie back to back; ``first[r]`` is the row of the first word of
-        row r's text and ``num_words[r]`` that text's length (both ``[N]``, on the device).
-        """
-        row = torch.arange(rows.start, rows.stop, device=starts.device).unsqueeze(1)
-        offset = torch.arange(self.max_width, device=starts.device).unsqueeze(0)
-        base = first[rows].unsqueeze(1)
-        # gliner multiplies the indices of spans running past the text by 0: they become
-        # (0, 0), the text's first word.
-        outside = row - base + offset >= num_words[rows].unsqueeze(1)  # [n, max_width]
-        start_rows = torch.where(outside, base, row)
-        end_rows = torch.where(outside, base, row + offset)
-        joined = torch.cat((starts[start_rows], ends[end_rows]), -1)
-        return self.out_project(joined.relu())
+        """Span vectors ``[n, max_width, width]`` of the spans starting at word rows ``rows``
+        (``first`` / ``num_words`` as in :meth:`span_rows`)."""
+        span_rows = self.span_rows(first, num_words)
+        chosen = span_rows[rows.start * self.max_width : rows.stop * self.max_width]
+        hidden = self.span_hidden(self.span_table(starts, ends), chosen)
+        return self.out_project[3](hidden).view(-1, self.max_width, starts.shape[-1])
 
     def forward(self, words: torch.Tensor) -> torch.Tensor:
         """``[num_words, width]`` word vectors of one text -> ``[num_words, max_width, width]``."""
@@ -519,14 +551,17 @@ class GLiNERSpanHead(FactoryPooler):
         plan: StepPlan,
         label_table: torch.Tensor | None = None,
     ) -> list[torch.Tensor]:
-        """Sigmoid scores ``[num_words, max_width, num_labels]`` (float32), one per prompt of
-        ``plan``, in its input order.
+        """Sigmoid scores ``[num_words, max_width, num_labels]`` (float32, on the CPU), one per
+        prompt of ``plan``, in its input order.
 
         The MLPs run on the step's words back to back (no padding); the BiLSTM on the padded
-        batch. Span vectors are made and scored a ``SPAN_CHUNK`` at a time, against the label
-        vectors of the whole step (a few per cent more dot products than each text's own
-        labels, in one matmul), so the memory a step needs stays bounded whatever vLLM
-        schedules. A bi-encoder's label vectors are rows of ``label_table``."""
+        batch. The span MLP's first layer is made per word (:meth:`MarkerV0.span_table`); its
+        last layer is folded into the label vectors (``(W h + b) . l == h . (W^T l) + b . l``)
+        while the step has fewer labels than ``4/3`` of the width, so a span costs one gathered
+        sum and a product with the step's labels. Spans are scored a ``SPAN_CHUNK`` at a time,
+        so the memory a step needs stays bounded whatever vLLM schedules. Each prompt keeps the
+        columns of its own labels; the step's scores reach the host in one copy. A
+        bi-encoder's label vectors are rows of ``label_table``."""
         dtype = self.prompt_rep_layer[0].weight.dtype
         tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(dtype)
         if self.settings.has_projection:
@@ -543,22 +578,41 @@ class GLiNERSpanHead(FactoryPooler):
             padded = self.rnn(padded.view(plan.batch, plan.max_words, -1), plan.lengths)
             words = padded.flatten(0, 1)[index["word_slot"]]
         marker = self.span_rep_layer.span_rep_layer
-        starts, ends = marker.endpoints(words)
-        total = words.shape[0]
+        table = marker.span_table(*marker.endpoints(words))
+        span_rows = marker.span_rows(index["first"], index["length"])
+        last = marker.out_project[3]
+        inner = table.shape[-1]
+        if fold_labels(labels.shape[0], words.shape[-1]):  # folded: [labels, inner], [labels]
+            weight, bias = labels @ last.weight, labels @ last.bias
+        else:
+            weight, bias = None, None
+        columns = plan.label_columns(index)  # [words, labels per prompt] or None
+        total, max_width = words.shape[0], marker.max_width
         budget = SPAN_CHUNK["cpu" if words.device.type == "cpu" else "other"]
-        step = max(1, budget // (marker.max_width * 4 * words.shape[-1]))
-        logits = [
-            marker.spans(
-                starts, ends, index["first"], index["length"], slice(r, min(r + step, total))
+        step = max(1, budget // (max_width * inner))
+        parts = []
+        for r in range(0, total, step):
+            rows = slice(r, min(r + step, total))
+            spans = marker.span_hidden(
+                table, span_rows[rows.start * max_width : rows.stop * max_width]
             )
-            @ labels.T
-            for r in range(0, total, step)
-        ]
-        scores = torch.sigmoid(torch.cat(logits).float())  # [words, max_width, all labels]
-        out: list[torch.Tensor | None] = [None] * plan.batch
-        for original, rows, columns in plan.blocks():
-            out[original] = scores[rows, :, columns].contiguous()
-        return out  # type: ignore[return-value]
+            if weight is not None:
+                logits = torch.addmm(bias, spans, weight.T)
+            else:
+                logits = last(spans) @ labels.T
+            logits = logits.view(-1, max_width, labels.shape[0])
+            if columns is not None:  # each word's own labels: [n, max_width, labels per prompt]
+                logits = torch.gather(
+                    logits, 2, columns[rows].unsqueeze(1).expand(-1, max_width, -1)
+                )
+            parts.append(logits)
+        logits = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if columns is None:  # prompts with different label counts: blocks back to back
+            logits = torch.cat([logits[rows, :, cols].flatten() for _, rows, cols in plan.blocks()])
+        scores = torch.sigmoid(logits.float())
+        if scores.device.type != "cpu":  # vLLM syncs before it reads a pooler output
+            scores = scores.to("cpu", non_blocking=True)
+        return plan.split(scores.flatten(), max_width)
 
     def word_vectors(
         self, tokens: torch.Tensor, plan: StepPlan, index: dict[str, torch.Tensor]
@@ -574,6 +628,13 @@ class GLiNERSpanHead(FactoryPooler):
                 0, index["word_of_row"], tokens[index["word_row"]], reduce, include_self=False
             )
         return words
+
+
+def fold_labels(num_labels: int, width: int) -> bool:
+    """Whether the span MLP's last layer (``4 * width -> width``) is folded into the step's
+    label vectors: a span then costs ``4 * width * num_labels`` multiply-adds instead of
+    ``4 * width * width + width * num_labels``, fewer while ``3 * num_labels < 4 * width``."""
+    return 3 * num_labels < 4 * width
 
 
 # Span vectors are made this many elements (of out_project's widest activation) at a time:
@@ -656,8 +717,30 @@ class StepPlan:
             "word_slot": prompt_of_word * max_words + rank,
             "first": row_offset[prompt_of_word],
             "length": num_words[prompt_of_word],
+            # the step-wide column of the first label of each word's prompt
+            "label_start": (np.cumsum(num_labels) - num_labels)[prompt_of_word],
         }
         return cls(order.tolist(), num_words.tolist(), num_labels.tolist(), pooling, arrays)
+
+    def label_columns(self, index: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """``[words, labels]``: the step-wide label columns of each word's prompt, when every
+        prompt has the same number of labels (else None)."""
+        if len(set(self.num_labels)) != 1:
+            return None
+        count = self.num_labels[0]
+        offsets = torch.arange(count, device=index["label_start"].device)
+        return index["label_start"].unsqueeze(1) + offsets
+
+    def split(self, flat: torch.Tensor, max_width: int) -> list[torch.Tensor]:
+        """Per prompt, in input order, its ``[words, max_width, labels]`` block of ``flat``
+        (the prompts' blocks back to back, in plan order): views, no copy."""
+        out: list[torch.Tensor | None] = [None] * self.batch
+        at = 0
+        for original, words, labels in zip(self.order, self.num_words, self.num_labels):
+            size = words * max_width * labels
+            out[original] = flat[at : at + size].view(words, max_width, labels)
+            at += size
+        return out  # type: ignore[return-value]
 
     def blocks(self) -> Iterator[tuple[int, slice, slice]]:
         """(input index, word rows, label columns) of every prompt."""
