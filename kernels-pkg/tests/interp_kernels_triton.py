@@ -75,6 +75,7 @@ def triton_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (_triton_geglu, "geglu_triton"),
         (_triton_layernorm, "layernorm_triton"),
         (_triton_deberta_attention, "deberta_attention_triton"),
+        (_triton_deberta_attention, "deberta_attention_rows_triton"),
         (_triton_lstm, "lstm_triton"),
     ):
         original = getattr(module, name)
@@ -287,6 +288,23 @@ def test_deberta_attention_precomputed_scores_into_out(triton_calls) -> None:
     assert triton_calls == ["deberta_attention_triton"] and given is out
     close(out, case.expected)
     close(out, flash_deberta_attention(*case.args(), backend="torch"))
+
+
+@pytest.mark.parametrize(
+    ("lengths", "buckets", "max_rel"),
+    [([5, 37, 70, 1, 16], 8, 32), ([300, 3], 256, 512), ([40, 9, 1, 1, 1], -1, 16)],
+)  # tiles straddling sequences; one-token runs as vLLM's graph padding makes
+def test_deberta_attention_by_rows(triton_calls, lengths, buckets, max_rel) -> None:
+    from deberta_reference import hf_case
+    from test_kernels_deberta_attention import rows_args
+    from vllm_factory.kernels import deberta_attention_by_rows
+
+    case = hf_case(lengths, position_buckets=buckets, max_relative_positions=max_rel)
+    args, kwargs = rows_args(case, max(lengths) + 5)
+    out = torch.full_like(case.q, float("nan"))
+    given = deberta_attention_by_rows(*args, **kwargs, out=out, backend="triton")
+    assert triton_calls == ["deberta_attention_rows_triton"] and given is out
+    close(out, case.expected)
 
 
 # fp16 only: triton 3.9's interpreter computes tl.dot on bf16 operands wrongly (garbage of

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 from kernels_reference import close
-from vllm_factory.kernels import flash_deberta_attention, relative_position_index, relative_scores
+from vllm_factory.kernels import (
+    deberta_attention_by_rows,
+    flash_deberta_attention,
+    relative_position_index,
+    relative_scores,
+)
 
 pytest.importorskip("transformers.models.deberta_v2")
 
@@ -142,3 +147,64 @@ def test_rejects_bad_scores() -> None:
         flash_deberta_attention(*args, c2p=scores["c2p"], p2c=scores["p2c"][..., :4])
     with pytest.raises(ValueError, match="out"):
         flash_deberta_attention(*args, **scores, out=torch.empty(9, 2, 32, dtype=torch.float64))
+
+
+def rows_args(case, max_len: int, dtype=torch.float32, device: str = "cpu") -> tuple[tuple, dict]:
+    """The case as :func:`deberta_attention_by_rows` takes it: per-row bounds from positions,
+    the c2p / p2c scores precomputed, one bucket table for ``max_len``."""
+    from vllm_factory.kernels import sequence_bounds
+
+    q, k, v, cu, _length, pos_key, pos_query, buckets, max_rel, factor = case.args(dtype, device)
+    lengths = (cu[1:] - cu[:-1]).tolist()
+    positions = torch.cat([torch.arange(n) for n in lengths]).to(device)
+    start, end = sequence_bounds(positions)
+    span = pos_key.shape[0] // 2
+    table = relative_position_index(max_len, span, buckets, max_rel, device)
+    kwargs = {
+        "rel_index": table,
+        "c2p": relative_scores(q, pos_key),
+        "p2c": relative_scores(k, pos_query),
+        "scale_factor": factor,
+    }
+    return (q, k, v, start, end, max_len), kwargs
+
+
+def test_sequence_bounds_from_positions_alone():
+    from vllm_factory.kernels import sequence_bounds
+
+    # stale rows (3, 4) before the first start, sequences of 3 and 5 tokens, two padding tokens
+    positions = torch.tensor([3, 4, 0, 1, 2, 0, 1, 2, 3, 4, 0, 0])
+    start, end = sequence_bounds(positions)
+    assert start.tolist() == [0, 0, 2, 2, 2, 5, 5, 5, 5, 5, 10, 11]
+    assert end.tolist() == [2, 2, 5, 5, 5, 10, 10, 10, 10, 10, 11, 12]
+    assert start.dtype == end.dtype == torch.int32
+
+
+@pytest.mark.parametrize(("lengths", "buckets", "max_rel"), LENGTHS)
+def test_attention_by_rows_fallback_matches_hf(lengths, buckets, max_rel):
+    case = hf_case(lengths, position_buckets=buckets, max_relative_positions=max_rel)
+    args, kwargs = rows_args(case, max(lengths) + 7)
+    out = torch.full_like(case.q, float("nan"))
+    assert deberta_attention_by_rows(*args, **kwargs, out=out, backend="torch") is out
+    close(out, case.expected)
+
+
+def test_attention_by_rows_rejects_a_short_table():
+    case = hf_case([9, 4])
+    args, kwargs = rows_args(case, 9)
+    with pytest.raises(ValueError, match="rel_index"):
+        deberta_attention_by_rows(*args[:5], 20, **kwargs)
+
+
+def test_relative_index_ignores_the_default_dtype():
+    """vLLM builds a model under its dtype as torch's default; the bucket table must still
+    come from float32 arithmetic (in bf16, 146 of DeBERTa-v3's 1023 entries were wrong, seen
+    first as bf16 scores 0.19 off gliner's on an H200)."""
+    expected = relative_position_index(512, 256, 256, 512)
+    before = torch.get_default_dtype()
+    try:
+        for dtype in (torch.bfloat16, torch.float16):
+            torch.set_default_dtype(dtype)
+            assert torch.equal(relative_position_index(512, 256, 256, 512), expected)
+    finally:
+        torch.set_default_dtype(before)

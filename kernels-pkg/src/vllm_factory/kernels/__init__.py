@@ -6,7 +6,13 @@ Each public function takes a keyword-only ``backend`` (``"auto"``, ``"triton"`` 
 """
 
 from ._dispatch import select_backend, triton_available, triton_disabled
-from .deberta_attention import flash_deberta_attention, relative_position_index, relative_scores
+from .deberta_attention import (
+    deberta_attention_by_rows,
+    flash_deberta_attention,
+    relative_position_index,
+    relative_scores,
+    sequence_bounds,
+)
 from .geglu import fused_geglu
 from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm, fused_rmsnorm
 from .lstm import bidirectional_lstm
@@ -19,6 +25,7 @@ __all__ = [
     "__version__",
     "bidirectional_lstm",
     "build_rope_cache",
+    "deberta_attention_by_rows",
     "flash_deberta_attention",
     "fused_add_layernorm",
     "fused_geglu",
@@ -28,6 +35,7 @@ __all__ = [
     "relative_position_index",
     "relative_scores",
     "select_backend",
+    "sequence_bounds",
     "triton_available",
     "triton_disabled",
 ]

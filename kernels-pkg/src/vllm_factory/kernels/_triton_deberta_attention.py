@@ -176,3 +176,157 @@ def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor | None = None
         num_warps=warps, num_stages=2,
     )  # fmt: skip
     return out if target is None or target is out else target.copy_(out)
+
+
+@triton.jit
+def _deberta_attention_rows_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    c2p_ptr,
+    p2c_ptr,
+    idx_ptr,
+    start_ptr,
+    end_ptr,
+    total,
+    stride_qt,
+    stride_qh,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_ot,
+    stride_oh,
+    stride_ch,
+    stride_ct,
+    stride_ph,
+    stride_pt,
+    idx_offset,
+    max_distance,
+    qk_scale,  # 1 / sqrt(D * factor) * log2(e): softmax in base 2
+    head_dim,
+    HAS_C2P: tl.constexpr,
+    HAS_P2C: tl.constexpr,
+    IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    """One program per (tile of BLOCK_M consecutive rows of the packed batch, head). Row i
+    attends to keys ``start[i] <= j < end[i]`` (its sequence); a tile may straddle sequences,
+    so its key loop covers the union of its rows' ranges. No per-sequence host data: the grid
+    depends on the token count alone (CUDA-graph safe)."""
+    tile = tl.program_id(0)
+    head = tl.program_id(1).to(tl.int64)
+    offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    m_valid = offs_m < total
+    d_valid = offs_d < head_dim
+    rows = offs_m.to(tl.int64)
+    row_start = tl.load(start_ptr + offs_m, mask=m_valid, other=0)
+    row_end = tl.load(end_ptr + offs_m, mask=m_valid, other=0)
+    lo = tl.min(tl.where(m_valid, row_start, total), axis=0)
+    hi = tl.max(tl.where(m_valid, row_end, 0), axis=0)
+    q = _load_tile(q_ptr + head * stride_qh, rows, stride_qt, offs_d, m_valid, d_valid)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    for n0 in range(lo, hi, BLOCK_N):
+        cols = n0 + offs_n
+        n_valid = cols < hi
+        keys = cols.to(tl.int64)
+        pair = (
+            m_valid[:, None]
+            & (cols[None, :] >= row_start[:, None])
+            & (cols[None, :] < row_end[:, None])
+        )
+        k = _load_tile(k_ptr + head * stride_kh, keys, stride_kt, offs_d, n_valid, d_valid)
+        if IEEE:
+            s = tl.dot(q, tl.trans(k), input_precision="ieee")
+        else:
+            s = tl.dot(q, tl.trans(k))
+        if HAS_C2P or HAS_P2C:
+            distance = offs_m[:, None] - cols[None, :]
+            distance = tl.minimum(tl.maximum(distance, -max_distance), max_distance)
+            rel = tl.load(idx_ptr + (distance + idx_offset), mask=pair, other=0)
+            if HAS_C2P:
+                s += tl.load(
+                    c2p_ptr + head * stride_ch + rows[:, None] * stride_ct + rel,
+                    mask=pair,
+                    other=0.0,
+                ).to(tl.float32)
+            if HAS_P2C:
+                s += tl.load(
+                    p2c_ptr + head * stride_ph + keys[None, :] * stride_pt + rel,
+                    mask=pair,
+                    other=0.0,
+                ).to(tl.float32)
+        s = tl.where(pair, s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        # rows with no key in this tile yet keep -inf: exp2(-inf - -inf) would be NaN
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = _load_tile(v_ptr + head * stride_vh, keys, stride_vt, offs_d, n_valid, d_valid)
+        if IEEE:
+            pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
+        else:
+            pv = tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None] + pv
+        m_i = m_new
+
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # rows past T have no key
+    tl.store(
+        o_ptr + rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
+        out.to(o_ptr.dtype.element_ty),
+        mask=m_valid[:, None] & d_valid[None, :],
+    )
+
+
+def deberta_attention_rows_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    row_start: torch.Tensor,
+    row_end: torch.Tensor,
+    c2p: torch.Tensor | None,
+    p2c: torch.Tensor | None,
+    rel_index: torch.Tensor | None,
+    sm_scale: float,
+    max_seqlen: int,
+    out: torch.Tensor,
+) -> torch.Tensor:
+    """Attention of every row of packed ``[T, H, D]`` q/k/v over the keys
+    ``row_start[i] <= j < row_end[i]`` (int32 ``[T]``, on the device), into ``out``; the launch
+    needs no host value but ``T``. ``max_seqlen`` bounds the sequence lengths (block sizes
+    only)."""
+    total, heads, head_dim = q.shape
+    if total == 0:
+        return out
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    c2p_t = c2p if c2p is None or c2p.stride(-1) == 1 else c2p.contiguous()
+    p2c_t = p2c if p2c is None or p2c.stride(-1) == 1 else p2c.contiguous()
+    c2p_t = q if c2p_t is None else c2p_t  # dummies are never read
+    p2c_t = q if p2c_t is None else p2c_t
+    if rel_index is not None:
+        idx, idx_offset = rel_index, (rel_index.numel() + 1) // 2 - 1
+    else:
+        idx, idx_offset = row_start, 0
+    block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
+    grid = (triton.cdiv(total, block_m), heads)
+    _deberta_attention_rows_kernel[grid](
+        q, k, v, out, c2p_t, p2c_t, idx, row_start, row_end, total,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        out.stride(0), out.stride(1),
+        c2p_t.stride(0) if c2p is not None else 0, c2p_t.stride(1) if c2p is not None else 0,
+        p2c_t.stride(0) if p2c is not None else 0, p2c_t.stride(1) if p2c is not None else 0,
+        idx_offset, idx_offset, sm_scale * LOG2E, head_dim,
+        HAS_C2P=c2p is not None, HAS_P2C=p2c is not None, IEEE=q.dtype == torch.float32,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+        num_warps=warps, num_stages=2,
+    )  # fmt: skip
+    return out

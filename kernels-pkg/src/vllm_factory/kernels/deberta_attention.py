@@ -51,8 +51,11 @@ def relative_position_index(
         mid = position_buckets // 2
         near = (rel < mid) & (rel > -mid)
         dist = torch.where(near, torch.full_like(rel, mid - 1), rel.abs())
-        log_ratio = torch.log(torch.tensor((max_relative_positions - 1) / mid, device=device))
-        far = torch.ceil(torch.log(dist / mid) / log_ratio * (mid - 1)) + mid
+        # float32 whatever the default dtype (vLLM builds a bf16 model under a bf16 default,
+        # where 146 of 1023 buckets of DeBERTa-v3's table came out wrong)
+        ratio = torch.tensor((max_relative_positions - 1) / mid, dtype=torch.float32)
+        log_ratio = torch.log(ratio.to(device))
+        far = torch.ceil(torch.log(dist.to(torch.float32) / mid) / log_ratio * (mid - 1)) + mid
         bucket = torch.where(dist <= mid, rel.to(far.dtype), far * torch.sign(rel)).long()
     else:
         bucket = rel
@@ -283,3 +286,72 @@ def _check_scores(
             raise ValueError("the relative terms must have the same span")
         span = scores.shape[2] // 2
     return span
+
+
+def sequence_bounds(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int32 ``[T]`` start and (exclusive) end of every token's sequence in a packed batch in
+    which each sequence starts where its position is 0; device operations only (no host
+    synchronisation, so a CUDA graph can hold them). Rows before the first start (stale
+    positions of a dummy run) form one run up to it."""
+    total = positions.numel()
+    index = torch.arange(total, device=positions.device)
+    start = (index - positions.long()).clamp_(min=0)
+    starts_at = torch.where(positions == 0, index, total)
+    # the first start strictly after each row: a suffix minimum, shifted by one
+    suffix = torch.flip(torch.cummin(torch.flip(starts_at, (0,)), 0).values, (0,))
+    end = torch.cat((suffix[1:], suffix.new_full((1,), total)))
+    return start.to(torch.int32), end.to(torch.int32)
+
+
+def deberta_attention_by_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    row_start: torch.Tensor,
+    row_end: torch.Tensor,
+    max_seqlen: int,
+    *,
+    rel_index: torch.Tensor | None = None,
+    c2p: torch.Tensor | None = None,
+    p2c: torch.Tensor | None = None,
+    scale_factor: int | None = None,
+    out: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """:func:`flash_deberta_attention` with the sequences given per row (``row_start`` /
+    ``row_end`` from :func:`sequence_bounds`) instead of ``cu_seqlens``: the Triton kernel
+    launches on ``T`` alone, so the call can be captured in a CUDA graph. ``max_seqlen``
+    bounds every sequence's length (the model's maximum); ``rel_index`` (from
+    :func:`relative_position_index` for at least ``max_seqlen``) and ``c2p`` / ``p2c``
+    (:func:`relative_scores`) as there. The PyTorch fallback reads the boundaries on the host
+    (a synchronisation) and runs :func:`flash_deberta_attention`'s fallback."""
+    span = _check_args(q, k, v, row_start, None, None)
+    span = _check_scores(q, c2p, p2c, span)
+    if row_start.shape != (q.shape[0],) or row_end.shape != (q.shape[0],):
+        raise ValueError("row_start and row_end must be [T]")
+    if span and (rel_index is None or rel_index.numel() < 2 * max_seqlen - 1):
+        raise ValueError(
+            "relative terms need rel_index from relative_position_index(>= max_seqlen)"
+        )
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
+        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+    factor = 1 + (c2p is not None) + (p2c is not None) if scale_factor is None else scale_factor
+    sm_scale = 1.0 / math.sqrt(q.shape[-1] * factor)
+    tensors = [t for t in (q, k, v, row_start, row_end, c2p, p2c) if t is not None]
+    if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
+        from ._triton_deberta_attention import deberta_attention_rows_triton
+
+        target = torch.empty_like(q) if out is None or out.stride(-1) != 1 else out
+        index = None if rel_index is None else rel_index.to(q.device, torch.int32).contiguous()
+        deberta_attention_rows_triton(
+            q, k, v, row_start.to(torch.int32).contiguous(), row_end.to(torch.int32).contiguous(),
+            c2p, p2c, index, sm_scale, max_seqlen, target,
+        )  # fmt: skip
+        return target if out is None or target is out else out.copy_(target)
+    starts = torch.unique(row_start.long())
+    cu = torch.cat((starts, starts.new_tensor([q.shape[0]])))
+    longest = int((cu[1:] - cu[:-1]).max()) if starts.numel() else 0
+    return flash_deberta_attention(
+        q, k, v, cu, longest, scale_factor=factor, rel_index=rel_index, c2p=c2p, p2c=p2c,
+        out=out, backend="torch",
+    )  # fmt: skip

@@ -220,3 +220,43 @@ def test_ops_leave_no_row_of_the_buffer_unwritten() -> None:
         torch.ops.vllm_factory.deberta_conv(x, rows, weight, None, 1, conv_out)
         assert torch.isfinite(conv_out).all()
     assert (out == 0).all()  # no sequence at all: every row zero
+
+
+@pytest.mark.parametrize("name", ["v3", "v2_separate", "absolute_only"])
+def test_in_graph_attention_matches_the_split_point_op(vllm_context, name: str) -> None:
+    """The attention a CUDA engine with Triton takes (``ROWS_OP``: sequence bounds from the
+    positions on the device, no split point) gives the split-point op's rows, with graph
+    padding and a dummy run's stale positions too (on the CPU its fallback runs; the Triton
+    kernel is checked against Hugging Face in the kernels' interpreter suite)."""
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+
+    config, hf = _hf_model(name)
+    ours = DebertaV2Encoder(config).eval()
+    ours.load_weights(hf.state_dict().items())
+    finish_loading(ours)
+    g = torch.Generator().manual_seed(3)
+    ids = [torch.randint(1, config.vocab_size, (n,), generator=g) for n in LENGTHS]
+    split = [_padded_run(ours, ids, tail=t, stale=s) for t, s in ((0, 0), (5, 4))]
+    ours.encoder.use_rows_attention(config.max_position_embeddings)
+    rows = [_padded_run(ours, ids, tail=t, stale=s) for t, s in ((0, 0), (5, 4))]
+    torch.testing.assert_close(rows[0], split[0], atol=1e-6, rtol=1e-6)
+    n = split[0].shape[0]
+    torch.testing.assert_close(rows[1][4 : 4 + n], split[0], atol=1e-6, rtol=1e-6)
+    assert torch.isfinite(rows[1]).all()
+
+
+def test_in_graph_attention_is_opt_in_and_cuda_only(monkeypatch) -> None:
+    import types
+
+    from vllm_factory.backbones.deberta import encoder
+
+    monkeypatch.setattr(encoder, "triton_available", lambda: True)
+    cuda = types.SimpleNamespace(device_config=types.SimpleNamespace(device_type="cuda"))
+    cpu = types.SimpleNamespace(device_config=types.SimpleNamespace(device_type="cpu"))
+    monkeypatch.delenv(encoder.IN_GRAPH_ATTENTION_ENV, raising=False)
+    assert not encoder.rows_attention_usable(cuda)
+    monkeypatch.setenv(encoder.IN_GRAPH_ATTENTION_ENV, "1")
+    assert encoder.rows_attention_usable(cuda)
+    assert not encoder.rows_attention_usable(cpu) and not encoder.rows_attention_usable(None)
+    monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
+    assert not encoder.rows_attention_usable(cuda)

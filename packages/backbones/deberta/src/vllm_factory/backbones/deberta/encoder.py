@@ -19,8 +19,10 @@ each is a sequence of its own and no real sequence reads them.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -32,11 +34,15 @@ from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm_factory.core import compat
 from vllm_factory.core.packing import PackedLayout
 from vllm_factory.kernels import (
+    deberta_attention_by_rows,
     flash_deberta_attention,
     fused_add_layernorm,
     fused_layernorm,
     relative_position_index,
     relative_scores,
+    sequence_bounds,
+    triton_available,
+    triton_disabled,
 )
 
 logger = logging.getLogger(__name__)
@@ -182,6 +188,64 @@ def _(q, k, v, positions, c2p, p2c, scale_factor, span, buckets, max_rel, out):
     return None
 
 
+ROWS_OP = "vllm_factory::deberta_attention_rows"
+
+
+# On CUDA with Triton the attention needs no host data: each row's sequence bounds come from
+# the positions on the device (``sequence_bounds``, once per step, in the compiled graph), so
+# the op stays inside the graph and its CUDA graphs (no split point, no sync per step).
+@torch.library.custom_op(ROWS_OP, mutates_args=("out",))
+def rows_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    row_start: torch.Tensor,
+    row_end: torch.Tensor,
+    rel_index: torch.Tensor | None,
+    c2p: torch.Tensor | None,
+    p2c: torch.Tensor | None,
+    scale_factor: int,
+    max_seqlen: int,
+    out: torch.Tensor,
+) -> None:
+    """``deberta_attention_by_rows`` of packed ``[T, H, D]`` q/k/v into ``out``."""
+    deberta_attention_by_rows(
+        q, k, v, row_start, row_end, max_seqlen, rel_index=rel_index, c2p=c2p, p2c=p2c,
+        scale_factor=scale_factor, out=out,
+    )  # fmt: skip
+
+
+@rows_attention.register_fake
+def _(q, k, v, row_start, row_end, rel_index, c2p, p2c, scale_factor, max_seqlen, out):
+    return None
+
+
+# Opt-in until a GPU check passes in every dtype: on an H200 its fp32 runs matched gliner
+# (default and eager); bf16 ran with the relative-position table built in bf16 (fixed since).
+IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION"
+
+
+def rows_attention_usable(vllm_config: Any) -> bool:
+    """Whether the in-graph attention (:data:`ROWS_OP`) serves this engine: asked for with
+    ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=1``, on a CUDA device with Triton usable;
+    otherwise (and on CPU engines, with ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine)
+    the attention is a split point that reads the layout on the host."""
+    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip().lower() not in ("1", "true", "yes"):
+        return False
+    device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
+    return device == "cuda" and triton_available() and not triton_disabled()
+
+
+@dataclass
+class RowBounds:
+    """Per-row sequence bounds for the in-graph attention, made once per forward."""
+
+    start: torch.Tensor
+    end: torch.Tensor
+    rel_index: torch.Tensor | None
+    max_seqlen: int
+
+
 @torch.library.custom_op(CONV_OP, mutates_args=("out",))
 def packed_conv(
     x: torch.Tensor,
@@ -285,7 +349,11 @@ class SelfAttention(nn.Module):
                 )
 
     def forward(
-        self, x: torch.Tensor, rel_embeddings: torch.Tensor | None, positions: torch.Tensor
+        self,
+        x: torch.Tensor,
+        rel_embeddings: torch.Tensor | None,
+        positions: torch.Tensor,
+        rows: RowBounds | None = None,
     ) -> torch.Tensor:
         def heads(t: torch.Tensor) -> torch.Tensor:  # this rank's heads under TP
             return t.view(t.shape[0], -1, self.head_dim)
@@ -301,9 +369,15 @@ class SelfAttention(nn.Module):
             proj = self.query_proj if self.share_att_key else self.pos_query_proj
             p2c = relative_scores(k, heads(proj(rel_embeddings)[0]))
         out = torch.empty_like(q)
-        torch.ops.vllm_factory.deberta_attention(
-            q, k, v, positions, c2p, p2c, self.scale_factor, *self.relative_positions, out
-        )
+        if rows is not None:
+            torch.ops.vllm_factory.deberta_attention_rows(
+                q, k, v, rows.start, rows.end, rows.rel_index, c2p, p2c, self.scale_factor,
+                rows.max_seqlen, out,
+            )  # fmt: skip
+        else:
+            torch.ops.vllm_factory.deberta_attention(
+                q, k, v, positions, c2p, p2c, self.scale_factor, *self.relative_positions, out
+            )
         return out.view(out.shape[0], -1)
 
 
@@ -331,8 +405,8 @@ class Attention(nn.Module):
             width, config.hidden_size, config.layer_norm_eps, f"{prefix}.output"
         )
 
-    def forward(self, x, rel_embeddings, positions) -> torch.Tensor:
-        return self.output(self.self(x, rel_embeddings, positions), x)
+    def forward(self, x, rel_embeddings, positions, rows=None) -> torch.Tensor:
+        return self.output(self.self(x, rel_embeddings, positions, rows), x)
 
 
 class Intermediate(nn.Module):
@@ -356,8 +430,8 @@ class Layer(nn.Module):
             config.intermediate_size, config.hidden_size, config.layer_norm_eps, f"{prefix}.output"
         )
 
-    def forward(self, x, rel_embeddings, positions) -> torch.Tensor:
-        attn = self.attention(x, rel_embeddings, positions)
+    def forward(self, x, rel_embeddings, positions, rows=None) -> torch.Tensor:
+        attn = self.attention(x, rel_embeddings, positions, rows)
         return self.output(self.intermediate(attn), attn)
 
 
@@ -384,8 +458,11 @@ class ConvLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", rows_max_seqlen: int = 0) -> None:
+        """``rows_max_seqlen`` > 0: attention through :data:`ROWS_OP` for sequences of at
+        most that many tokens (0: through the split-point op)."""
         super().__init__()
+        self.config = config
         self.layer = nn.ModuleList(
             Layer(config, prefix=f"{prefix}.layer.{i}") for i in range(config.num_hidden_layers)
         )
@@ -398,6 +475,19 @@ class Encoder(nn.Module):
         if self.norm_rel_ebd:
             self.LayerNorm = LayerNorm(config.hidden_size, config.layer_norm_eps)
         self.conv = ConvLayer(config) if getattr(config, "conv_kernel_size", 0) > 0 else None
+        self.rows_max_seqlen = 0
+        if rows_max_seqlen:
+            self.use_rows_attention(rows_max_seqlen)
+
+    def use_rows_attention(self, max_seqlen: int) -> None:
+        """Attention through :data:`ROWS_OP` (no split point, no host data) for sequences of
+        at most ``max_seqlen`` tokens, with one relative-position table for every step."""
+        self.rows_max_seqlen = max_seqlen
+        if self.relative_attention:
+            span, buckets, max_rel = relative_positions(self.config)
+            device = self.rel_embeddings.weight.device
+            table = relative_position_index(max_seqlen, span, buckets, max_rel, device)
+            self.register_buffer("rows_rel_index", table, persistent=False)
 
     def rel_embedding(self) -> torch.Tensor | None:
         if not self.relative_attention:
@@ -408,8 +498,13 @@ class Encoder(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         rel = self.rel_embedding()
         embedded = x
+        rows = None
+        if self.rows_max_seqlen:
+            start, end = sequence_bounds(positions)
+            table = getattr(self, "rows_rel_index", None)
+            rows = RowBounds(start, end, table, self.rows_max_seqlen)
         for i, layer in enumerate(self.layer):
-            x = layer(x, rel, positions)
+            x = layer(x, rel, positions, rows)
             if i == 0 and self.conv is not None:
                 x = self.conv(embedded, x, positions)
         return x
@@ -423,11 +518,19 @@ class DebertaV2Encoder(nn.Module):
 
     def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
-        compat.split_graph_at(vllm_config, ATTENTION_OP)
+        rows_max_seqlen = 0
+        if rows_attention_usable(vllm_config):
+            model = vllm_config.model_config
+            rows_max_seqlen = max(model.max_model_len, config.max_position_embeddings)
+        else:
+            compat.split_graph_at(vllm_config, ATTENTION_OP)
         compat.split_graph_at(vllm_config, CONV_OP)
         self.config = config
         self.embeddings = Embeddings(config)
-        self.encoder = Encoder(config, prefix=f"{prefix}.encoder" if prefix else "encoder")
+        self.encoder = Encoder(
+            config, prefix=f"{prefix}.encoder" if prefix else "encoder",
+            rows_max_seqlen=rows_max_seqlen,
+        )  # fmt: skip
 
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.embeddings.word_embeddings(input_ids)
