@@ -34,6 +34,80 @@ def _load_tile(base, rows, stride_t, offs_d, row_valid, d_valid):
 
 
 @triton.jit
+def _attend_keys(
+    q,
+    m_i,
+    l_i,
+    acc,
+    k_base,
+    v_base,
+    c2p_base,
+    p2c_base,
+    idx_ptr,
+    rows,
+    keys,
+    distance,
+    pair,
+    mask,
+    n_valid,
+    offs_d,
+    d_valid,
+    stride_kt,
+    stride_vt,
+    stride_ct,
+    stride_pt,
+    idx_offset,
+    qk_scale,
+    HAS_C2P: tl.constexpr,
+    HAS_P2C: tl.constexpr,
+    IEEE: tl.constexpr,
+):
+    """One key tile of the online softmax: ``q @ k^T`` plus the c2p / p2c entries of each
+    pair's relative bucket (``distance`` = query row - key row, read where ``pair``), scores
+    outside ``mask`` at -inf; returns the updated ``(acc, m_i, l_i)``. ``*_base`` point at the
+    head; a row without a key in this tile yet keeps ``m_i`` at -inf and adds nothing."""
+    k = _load_tile(k_base, keys, stride_kt, offs_d, n_valid, d_valid)
+    if IEEE:
+        s = tl.dot(q, tl.trans(k), input_precision="ieee")
+    else:
+        s = tl.dot(q, tl.trans(k))
+    if HAS_C2P or HAS_P2C:
+        rel = tl.load(idx_ptr + (distance + idx_offset), mask=pair, other=0)
+        if HAS_C2P:
+            s += tl.load(c2p_base + rows[:, None] * stride_ct + rel, mask=pair, other=0.0).to(
+                tl.float32
+            )
+        if HAS_P2C:
+            s += tl.load(p2c_base + keys[None, :] * stride_pt + rel, mask=pair, other=0.0).to(
+                tl.float32
+            )
+    s = tl.where(mask, s * qk_scale, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # exp2(-inf - -inf) is NaN
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    v = _load_tile(v_base, keys, stride_vt, offs_d, n_valid, d_valid)
+    if IEEE:
+        pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
+    else:
+        pv = tl.dot(p.to(v.dtype), v)
+    return acc * alpha[:, None] + pv, m_new, l_i
+
+
+@triton.jit
+def _store_rows(o_base, rows, stride_ot, offs_d, acc, l_i, m_valid, d_valid):
+    """The normalised output of the tile's rows (``o_base`` points at the head); a row that
+    saw no key (past the batch) writes nothing."""
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    tl.store(
+        o_base + rows[:, None] * stride_ot + offs_d[None, :],
+        out.to(o_base.dtype.element_ty),
+        mask=m_valid[:, None] & d_valid[None, :],
+    )
+
+
+@triton.jit
 def _deberta_attention_kernel(
     q_ptr,
     k_ptr,
@@ -87,48 +161,16 @@ def _deberta_attention_kernel(
     for n0 in range(0, length, BLOCK_N):
         cols = n0 + offs_n
         n_valid = cols < length
-        keys = start + cols
-        k = _load_tile(k_ptr + head * stride_kh, keys, stride_kt, offs_d, n_valid, d_valid)
-        if IEEE:
-            s = tl.dot(q, tl.trans(k), input_precision="ieee")
-        else:
-            s = tl.dot(q, tl.trans(k))
-        if HAS_C2P or HAS_P2C:
-            pair = m_valid[:, None] & n_valid[None, :]
-            rel = tl.load(
-                idx_ptr + (offs_m[:, None] - cols[None, :] + idx_offset), mask=pair, other=0
-            )
-            if HAS_C2P:
-                s += tl.load(
-                    c2p_ptr + head * stride_ch + rows[:, None] * stride_ct + rel,
-                    mask=pair,
-                    other=0.0,
-                ).to(tl.float32)
-            if HAS_P2C:
-                s += tl.load(
-                    p2c_ptr + head * stride_ph + keys[None, :] * stride_pt + rel,
-                    mask=pair,
-                    other=0.0,
-                ).to(tl.float32)
-        s = tl.where(n_valid[None, :], s * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = _load_tile(v_ptr + head * stride_vh, keys, stride_vt, offs_d, n_valid, d_valid)
-        if IEEE:
-            pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
-        else:
-            pv = tl.dot(p.to(v.dtype), v)
-        acc = acc * alpha[:, None] + pv
-        m_i = m_new
+        acc, m_i, l_i = _attend_keys(
+            q, m_i, l_i, acc, k_ptr + head * stride_kh, v_ptr + head * stride_vh,
+            c2p_ptr + head * stride_ch, p2c_ptr + head * stride_ph, idx_ptr,
+            rows, start + cols, offs_m[:, None] - cols[None, :],
+            m_valid[:, None] & n_valid[None, :], n_valid[None, :], n_valid, offs_d, d_valid,
+            stride_kt, stride_vt, stride_ct, stride_pt, idx_offset, qk_scale,
+            HAS_C2P, HAS_P2C, IEEE,
+        )  # fmt: skip
 
-    out = acc / l_i[:, None]
-    tl.store(
-        o_ptr + rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
-        out.to(o_ptr.dtype.element_ty),
-        mask=m_valid[:, None] & d_valid[None, :],
-    )
+    _store_rows(o_ptr + head * stride_oh, rows, stride_ot, offs_d, acc, l_i, m_valid, d_valid)
 
 
 def _block_sizes(head_dim: int, max_seqlen: int) -> tuple[int, int, int, int]:
@@ -139,12 +181,37 @@ def _block_sizes(head_dim: int, max_seqlen: int) -> tuple[int, int, int, int]:
     return block_m, block_n, block_d, 4
 
 
+def _tensor_args(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    c2p: torch.Tensor | None,
+    p2c: torch.Tensor | None,
+) -> tuple[list, dict]:
+    """The tensors, strides and flags both kernels take after their own pointers: q / k / v /
+    out / c2p / p2c (dummies where a term is off, never read) then their head and token
+    strides; the kernels read the last dimension contiguously."""
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    c2p_t = q if c2p is None else (c2p if c2p.stride(-1) == 1 else c2p.contiguous())
+    p2c_t = q if p2c is None else (p2c if p2c.stride(-1) == 1 else p2c.contiguous())
+    tensors = [q, k, v, out, c2p_t, p2c_t]
+    strides = [
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        out.stride(0), out.stride(1),
+        c2p_t.stride(0) if c2p is not None else 0, c2p_t.stride(1) if c2p is not None else 0,
+        p2c_t.stride(0) if p2c is not None else 0, p2c_t.stride(1) if p2c is not None else 0,
+    ]  # fmt: skip
+    flags = {"HAS_C2P": c2p is not None, "HAS_P2C": p2c is not None,
+             "IEEE": q.dtype == torch.float32}  # fmt: skip
+    return [tensors, strides], flags
+
+
 def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor | None = None) -> torch.Tensor:
     """Arguments already validated by ``flash_deberta_attention``; returns ``[T, H, D]``
     (``out`` when given: written in place if its last dimension is contiguous)."""
     q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x
     heads, head_dim = q.shape[1:]
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     target = out
     if out is None or out.stride(-1) != 1:
         out = torch.empty_like(q)
@@ -152,28 +219,17 @@ def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor | None = None
     if batch == 0 or max_seqlen == 0:
         return out if target is None else target.copy_(out)
     cu = cu_seqlens.to(device=q.device, dtype=torch.int32).contiguous()
-    # The kernel reads the scores through their head and token strides.
-    c2p_t = c2p if c2p is None or c2p.stride(-1) == 1 else c2p.contiguous()
-    p2c_t = p2c if p2c is None or p2c.stride(-1) == 1 else p2c.contiguous()
-    c2p_t = q if c2p_t is None else c2p_t  # dummies are never read
-    p2c_t = q if p2c_t is None else p2c_t
     if rel_index is not None:
         idx = rel_index.to(device=q.device, dtype=torch.int32).contiguous()
         idx_offset = (idx.numel() + 1) // 2 - 1
     else:
         idx, idx_offset = cu, 0
+    (tensors, strides), flags = _tensor_args(q, k, v, out, c2p, p2c)
     block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
     grid = (triton.cdiv(max_seqlen, block_m), batch, heads)
     _deberta_attention_kernel[grid](
-        q, k, v, out, c2p_t, p2c_t, idx, cu,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        out.stride(0), out.stride(1),
-        c2p_t.stride(0) if c2p is not None else 0, c2p_t.stride(1) if c2p is not None else 0,
-        p2c_t.stride(0) if p2c is not None else 0, p2c_t.stride(1) if p2c is not None else 0,
-        idx_offset, sm_scale * LOG2E, head_dim,
-        HAS_C2P=c2p is not None, HAS_P2C=p2c is not None, IEEE=q.dtype == torch.float32,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
-        num_warps=warps, num_stages=2,
+        *tensors, idx, cu, *strides, idx_offset, sm_scale * LOG2E, head_dim, **flags,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=2,
     )  # fmt: skip
     return out if target is None or target is out else target.copy_(out)
 
@@ -237,54 +293,23 @@ def _deberta_attention_rows_kernel(
     for n0 in range(lo, hi, BLOCK_N):
         cols = n0 + offs_n
         n_valid = cols < hi
-        keys = cols.to(tl.int64)
         pair = (
             m_valid[:, None]
             & (cols[None, :] >= row_start[:, None])
             & (cols[None, :] < row_end[:, None])
         )
-        k = _load_tile(k_ptr + head * stride_kh, keys, stride_kt, offs_d, n_valid, d_valid)
-        if IEEE:
-            s = tl.dot(q, tl.trans(k), input_precision="ieee")
-        else:
-            s = tl.dot(q, tl.trans(k))
-        if HAS_C2P or HAS_P2C:
-            distance = offs_m[:, None] - cols[None, :]
-            distance = tl.minimum(tl.maximum(distance, -max_distance), max_distance)
-            rel = tl.load(idx_ptr + (distance + idx_offset), mask=pair, other=0)
-            if HAS_C2P:
-                s += tl.load(
-                    c2p_ptr + head * stride_ch + rows[:, None] * stride_ct + rel,
-                    mask=pair,
-                    other=0.0,
-                ).to(tl.float32)
-            if HAS_P2C:
-                s += tl.load(
-                    p2c_ptr + head * stride_ph + keys[None, :] * stride_pt + rel,
-                    mask=pair,
-                    other=0.0,
-                ).to(tl.float32)
-        s = tl.where(pair, s * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        # rows with no key in this tile yet keep -inf: exp2(-inf - -inf) would be NaN
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = _load_tile(v_ptr + head * stride_vh, keys, stride_vt, offs_d, n_valid, d_valid)
-        if IEEE:
-            pv = tl.dot(p, v.to(tl.float32), input_precision="ieee")
-        else:
-            pv = tl.dot(p.to(v.dtype), v)
-        acc = acc * alpha[:, None] + pv
-        m_i = m_new
+        # only rows of no sequence (a dummy run's stale positions) reach past the table
+        distance = offs_m[:, None] - cols[None, :]
+        distance = tl.minimum(tl.maximum(distance, -max_distance), max_distance)
+        acc, m_i, l_i = _attend_keys(
+            q, m_i, l_i, acc, k_ptr + head * stride_kh, v_ptr + head * stride_vh,
+            c2p_ptr + head * stride_ch, p2c_ptr + head * stride_ph, idx_ptr,
+            rows, cols.to(tl.int64), distance, pair, pair, n_valid, offs_d, d_valid,
+            stride_kt, stride_vt, stride_ct, stride_pt, idx_offset, qk_scale,
+            HAS_C2P, HAS_P2C, IEEE,
+        )  # fmt: skip
 
-    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # rows past T have no key
-    tl.store(
-        o_ptr + rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
-        out.to(o_ptr.dtype.element_ty),
-        mask=m_valid[:, None] & d_valid[None, :],
-    )
+    _store_rows(o_ptr + head * stride_oh, rows, stride_ot, offs_d, acc, l_i, m_valid, d_valid)
 
 
 def deberta_attention_rows_triton(
@@ -307,26 +332,16 @@ def deberta_attention_rows_triton(
     total, heads, head_dim = q.shape
     if total == 0:
         return out
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
-    c2p_t = c2p if c2p is None or c2p.stride(-1) == 1 else c2p.contiguous()
-    p2c_t = p2c if p2c is None or p2c.stride(-1) == 1 else p2c.contiguous()
-    c2p_t = q if c2p_t is None else c2p_t  # dummies are never read
-    p2c_t = q if p2c_t is None else p2c_t
     if rel_index is not None:
         idx, idx_offset = rel_index, (rel_index.numel() + 1) // 2 - 1
     else:
         idx, idx_offset = row_start, 0
+    (tensors, strides), flags = _tensor_args(q, k, v, out, c2p, p2c)
     block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
     grid = (triton.cdiv(total, block_m), heads)
     _deberta_attention_rows_kernel[grid](
-        q, k, v, out, c2p_t, p2c_t, idx, row_start, row_end, total,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        out.stride(0), out.stride(1),
-        c2p_t.stride(0) if c2p is not None else 0, c2p_t.stride(1) if c2p is not None else 0,
-        p2c_t.stride(0) if p2c is not None else 0, p2c_t.stride(1) if p2c is not None else 0,
-        idx_offset, idx_offset, sm_scale * LOG2E, head_dim,
-        HAS_C2P=c2p is not None, HAS_P2C=p2c is not None, IEEE=q.dtype == torch.float32,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
-        num_warps=warps, num_stages=2,
+        *tensors, idx, row_start, row_end, total, *strides, idx_offset, idx_offset,
+        sm_scale * LOG2E, head_dim, **flags,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=2,
     )  # fmt: skip
     return out
