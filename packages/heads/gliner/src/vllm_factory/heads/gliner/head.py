@@ -4,7 +4,11 @@ Per prompt: encoder token states -> (projection) -> label vectors at the ``<<ENT
 (bi-encoders: from the label encoder, cached; :mod:`~vllm_factory.heads.gliner.labels`)
 and word vectors from each word's sub-tokens -> (BiLSTM over words) -> markerV0 span vectors
 for every (start, width < max_width) -> span x label dot products -> sigmoid. Output: one
-float32 ``[num_words, max_width, num_labels]`` tensor per prompt.
+float32 ``[num_words, max_width, num_labels]`` tensor per prompt (on the host).
+
+The span MLP is evaluated in an equivalent cheaper order: its first layer per word (the
+start and end halves of its weight) and summed per span, its last layer folded into the label
+vectors (:class:`MarkerV0`, :meth:`GLiNERSpanHead.score`).
 
 All prompts of a step go through these stages together (their words back to back; only the
 BiLSTM sees them padded): a fixed number of batched kernels per step whatever the number of
