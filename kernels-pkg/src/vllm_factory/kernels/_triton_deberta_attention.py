@@ -207,17 +207,14 @@ def _tensor_args(
     return [tensors, strides], flags
 
 
-def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Arguments already validated by ``flash_deberta_attention``; returns ``[T, H, D]``
-    (``out`` when given: written in place if its last dimension is contiguous)."""
+def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor) -> torch.Tensor:
+    """Arguments already validated by ``flash_deberta_attention``; writes ``[T, H, D]`` into
+    ``out`` (its last dimension contiguous) and returns it."""
     q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x
     heads, head_dim = q.shape[1:]
-    target = out
-    if out is None or out.stride(-1) != 1:
-        out = torch.empty_like(q)
     batch = cu_seqlens.numel() - 1
     if batch == 0 or max_seqlen == 0:
-        return out if target is None else target.copy_(out)
+        return out
     cu = cu_seqlens.to(device=q.device, dtype=torch.int32).contiguous()
     if rel_index is not None:
         idx = rel_index.to(device=q.device, dtype=torch.int32).contiguous()
@@ -231,7 +228,7 @@ def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor | None = None
         *tensors, idx, cu, *strides, idx_offset, sm_scale * LOG2E, head_dim, **flags,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=2,
     )  # fmt: skip
-    return out if target is None or target is out else target.copy_(out)
+    return out
 
 
 @triton.jit
@@ -326,9 +323,9 @@ def deberta_attention_rows_triton(
     out: torch.Tensor,
 ) -> torch.Tensor:
     """Attention of every row of packed ``[T, H, D]`` q/k/v over the keys
-    ``row_start[i] <= j < row_end[i]`` (int32 ``[T]``, on the device), into ``out``; the launch
-    needs no host value but ``T``. ``max_seqlen`` bounds the sequence lengths (block sizes
-    only)."""
+    ``row_start[i] <= j < row_end[i]`` (int32 ``[T]``, on the device), into ``out`` (its last
+    dimension contiguous); the launch needs no host value but ``T``. ``max_seqlen`` bounds the
+    sequence lengths (block sizes only)."""
     total, heads, head_dim = q.shape
     if total == 0:
         return out

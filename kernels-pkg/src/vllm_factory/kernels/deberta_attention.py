@@ -239,16 +239,7 @@ def flash_deberta_attention(
         raise ValueError("give c2p / p2c or pos_key / pos_query, not both")
     span = _check_args(q, k, v, cu_seqlens, pos_key, pos_query)
     span = _check_scores(q, c2p, p2c, span)
-    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
-        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
-    has_c2p, has_p2c = (
-        pos_key is not None or c2p is not None,
-        pos_query is not None or p2c is not None,
-    )
-    factor = 1 + has_c2p + has_p2c
-    if scale_factor is not None:
-        factor = scale_factor
-    sm_scale = 1.0 / math.sqrt(q.shape[-1] * factor)
+    _check_out(q, out)
     if span:
         if rel_index is None:
             rel_index = relative_position_index(
@@ -263,13 +254,35 @@ def flash_deberta_attention(
     tensors = [t for t in (q, k, v, cu_seqlens, c2p, p2c) if t is not None]
     if q.shape[0] == 0:
         return torch.empty_like(q) if out is None else out
+    sm_scale = _softmax_scale(q, c2p, p2c, scale_factor)
     inputs = AttentionInputs(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
     if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
         from ._triton_deberta_attention import deberta_attention_triton
 
-        return deberta_attention_triton(inputs, out)
+        return _into(out, q, lambda target: deberta_attention_triton(inputs, target))
     result = _deberta_attention_torch(inputs)
     return result if out is None else out.copy_(result)
+
+
+def _softmax_scale(
+    q: torch.Tensor, c2p: torch.Tensor | None, p2c: torch.Tensor | None, scale_factor: int | None
+) -> float:
+    """``1 / sqrt(D * factor)``, ``factor`` counting the enabled terms unless given."""
+    factor = 1 + (c2p is not None) + (p2c is not None) if scale_factor is None else scale_factor
+    return 1.0 / math.sqrt(q.shape[-1] * factor)
+
+
+def _check_out(q: torch.Tensor, out: torch.Tensor | None) -> None:
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
+        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+
+
+def _into(out: torch.Tensor | None, q: torch.Tensor, launch) -> torch.Tensor:
+    """Run a Triton ``launch(target)`` into ``out`` where the kernels can write it (last
+    dimension contiguous), else into a new buffer (copied into ``out`` when given)."""
+    target = out if out is not None and out.stride(-1) == 1 else torch.empty_like(q)
+    launch(target)
+    return target if out is None or target is out else out.copy_(target)
 
 
 def _check_scores(
@@ -333,25 +346,23 @@ def deberta_attention_by_rows(
         raise ValueError(
             "relative terms need rel_index from relative_position_index(>= max_seqlen)"
         )
-    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
-        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
-    factor = 1 + (c2p is not None) + (p2c is not None) if scale_factor is None else scale_factor
-    sm_scale = 1.0 / math.sqrt(q.shape[-1] * factor)
+    _check_out(q, out)
     tensors = [t for t in (q, k, v, row_start, row_end, c2p, p2c) if t is not None]
     if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
         from ._triton_deberta_attention import deberta_attention_rows_triton
 
-        target = torch.empty_like(q) if out is None or out.stride(-1) != 1 else out
+        sm_scale = _softmax_scale(q, c2p, p2c, scale_factor)
         index = None if rel_index is None else rel_index.to(q.device, torch.int32).contiguous()
-        deberta_attention_rows_triton(
-            q, k, v, row_start.to(torch.int32).contiguous(), row_end.to(torch.int32).contiguous(),
-            c2p, p2c, index, sm_scale, max_seqlen, target,
+        start, end = (t.to(torch.int32).contiguous() for t in (row_start, row_end))
+        return _into(
+            out, q, lambda target: deberta_attention_rows_triton(
+                q, k, v, start, end, c2p, p2c, index, sm_scale, max_seqlen, target
+            ),
         )  # fmt: skip
-        return target if out is None or target is out else out.copy_(target)
     starts = torch.unique(row_start.long())
     cu = torch.cat((starts, starts.new_tensor([q.shape[0]])))
     longest = int((cu[1:] - cu[:-1]).max()) if starts.numel() else 0
     return flash_deberta_attention(
-        q, k, v, cu, longest, scale_factor=factor, rel_index=rel_index, c2p=c2p, p2c=p2c,
+        q, k, v, cu, longest, scale_factor=scale_factor, rel_index=rel_index, c2p=c2p, p2c=p2c,
         out=out, backend="torch",
     )  # fmt: skip

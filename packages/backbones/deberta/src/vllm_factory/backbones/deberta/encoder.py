@@ -230,7 +230,7 @@ def rows_attention_usable(vllm_config: Any) -> bool:
     ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=1``, on a CUDA device with Triton usable;
     otherwise (and on CPU engines, with ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine)
     the attention is a split point that reads the layout on the host."""
-    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip().lower() not in ("1", "true", "yes"):
+    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip() != "1":
         return False
     device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
     return device == "cuda" and triton_available() and not triton_disabled()
