@@ -18,7 +18,9 @@ a fixed KV cache size (``--gpu-memory-utilization``, ``--kv-cache-memory-bytes``
 the results), which leaves vLLM's start-up dummy runs, compile and CUDA graph settings as they
 are. ``--parallel 1`` starts each server with no extra flag at all. ``--server-arg FLAG``
 (repeatable) gives every server one more flag, e.g. CUDA graph sizes to check; the results
-record it with the sharing flags, so give such a run its own ``--out``.
+record it with the sharing flags, so give such a run its own ``--out``. ``--server-env
+KEY=VALUE`` (repeatable) sets one more environment variable for every job and its servers,
+e.g. a plugin's opt-in path to check; recorded the same way.
 
     python gpu/check.py [--artifacts DIR] [--out DIR] [--parallel N] [--deadline EPOCH]
                         [--reencode PLUGIN,...]
@@ -217,6 +219,17 @@ def sharing_args(parallel: int) -> list[str]:
     return ["--gpu-memory-utilization", f"{share:.2f}", "--kv-cache-memory-bytes", str(2**28)]
 
 
+def server_env(pairs: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` flags as a mapping (a flag without ``=`` is refused)."""
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--server-env {pair!r}: expected KEY=VALUE")
+        env[key] = value
+    return env
+
+
 def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> Result:
     result = Result(job.id, job.plugin, job.dtype, job.mode, job.kernels)
     runs, logs = out / "runs", out / "logs" / job.id
@@ -234,6 +247,7 @@ def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> 
         "VLLM_FACTORY_TEST_LOG_DIR": str(logs),
         "PYTHONUNBUFFERED": "1",
     }
+    env.update(server_env(args.server_env))
     if job.kernels == "off":
         env["VLLM_FACTORY_DISABLE_TRITON"] = "1"
     cmd = [
@@ -434,6 +448,7 @@ def write_results(out: Path, results: list[Result], header: dict) -> None:
             f"{env.get('triton', '?')}. Commands: {', '.join(f'`{c}`' for c in header['commands'])}. "
             f"Servers side by side: "
             f"{header['parallel']} (extra flags: `{' '.join(header['sharing_args']) or 'none'}`)."
+            + "".join(f" Environment: `{k}={v}`." for k, v in header.get("server_env", {}).items())
         ),
         "",
         (
@@ -480,6 +495,11 @@ def main(argv: list[str] | None = None) -> int:
         "(repeatable; recorded in the results; use its own --out)",
     )  # fmt: skip
     parser.add_argument(
+        "--server-env", action="append", default=[], metavar="KEY=VALUE",
+        help="one more environment variable of every job and its servers, e.g. a plugin's "
+        "opt-in path to check (repeatable; recorded in the results; use its own --out)",
+    )  # fmt: skip
+    parser.add_argument(
         "--merge", action="store_true",
         help="keep the results already in --out for jobs this run does not repeat",
     )  # fmt: skip
@@ -495,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         "results are kept",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    server_env(args.server_env)  # refuses a malformed flag before any job starts
     args.artifacts = args.artifacts.resolve()
     packages = model_packages(args.plugins.split(",") if args.plugins else None)
     if args.render:
@@ -556,6 +577,8 @@ def main(argv: list[str] | None = None) -> int:
         "parallel": args.parallel,
         "sharing_args": extra,
     }
+    if args.server_env:
+        header["server_env"] = server_env(args.server_env)
     if reencoded:
         header["reencoded_on_this_host"] = reencoded
     write_results(out, results, header)
