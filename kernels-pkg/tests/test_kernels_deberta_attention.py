@@ -189,6 +189,19 @@ def test_attention_by_rows_fallback_matches_hf(lengths, buckets, max_rel):
     close(out, case.expected)
 
 
+def test_attention_by_rows_announces_itself(monkeypatch, caplog):
+    """A server's log (and the GPU check's "kernels run") tells the in-graph attention from
+    the split-point one by this name."""
+    from vllm_factory.kernels import _dispatch
+
+    monkeypatch.setattr(_dispatch, "_ANNOUNCED", set())
+    case = hf_case([9, 4])
+    args, kwargs = rows_args(case, 9)
+    with caplog.at_level("INFO", logger=_dispatch.logger.name):
+        deberta_attention_by_rows(*args, **kwargs, backend="torch")
+    assert "vllm-factory kernel deberta_attention_by_rows runs on" in caplog.text
+
+
 def test_attention_by_rows_rejects_a_short_table():
     case = hf_case([9, 4])
     args, kwargs = rows_args(case, 9)

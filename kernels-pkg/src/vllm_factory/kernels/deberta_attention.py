@@ -348,7 +348,7 @@ def deberta_attention_by_rows(
         )
     _check_out(q, out)
     tensors = [t for t in (q, k, v, row_start, row_end, c2p, p2c) if t is not None]
-    if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
+    if select_backend(backend, *tensors, kernel="deberta_attention_by_rows") == "triton":
         from ._triton_deberta_attention import deberta_attention_rows_triton
 
         sm_scale = _softmax_scale(q, c2p, p2c, scale_factor)

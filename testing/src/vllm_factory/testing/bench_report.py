@@ -197,7 +197,7 @@ def markdown(report: dict[str, Any]) -> str:
             + "".join(
                 f", {key}={value}"
                 for key, value in cfg.get("server_env", {}).items()
-                if key.startswith("VLLM_CPU_") or key in INHERITED_ENV
+                if key.startswith(("VLLM_CPU_", "VLLM_FACTORY_")) or key in INHERITED_ENV
             )
         ),
         (
