@@ -274,21 +274,6 @@ def test_deberta_attention_variants(
     close(out, case.expected)
 
 
-def test_deberta_attention_mixed_forms(triton_calls) -> None:
-    """c2p as scores with p2c as a projection: the kernel takes both as scores."""
-    from deberta_reference import hf_case
-    from vllm_factory.kernels import relative_scores
-
-    case = hf_case([5, 37, 70], position_buckets=8, max_relative_positions=32)
-    q, k, v, cu, length, pos_key, pos_query, *rest = case.args()
-    out = flash_deberta_attention(
-        q, k, v, cu, length, None, pos_query, *rest, c2p=relative_scores(q, pos_key),
-        backend="triton",
-    )  # fmt: skip
-    assert triton_calls == ["deberta_attention_triton"]
-    close(out, case.expected)
-
-
 def test_deberta_attention_precomputed_scores_into_out(triton_calls) -> None:
     from deberta_reference import hf_case
     from vllm_factory.kernels import relative_scores
@@ -305,20 +290,17 @@ def test_deberta_attention_precomputed_scores_into_out(triton_calls) -> None:
     close(out, flash_deberta_attention(*case.args(), backend="torch"))
 
 
-@pytest.mark.parametrize("projections", [True, False])
 @pytest.mark.parametrize(
     ("lengths", "buckets", "max_rel"),
     [([5, 37, 70, 1, 16], 8, 32), ([300, 3], 256, 512), ([40, 9, 1, 1, 1], -1, 16)],
 )  # tiles straddling sequences; one-token runs as vLLM's graph padding makes
-def test_deberta_attention_by_rows(triton_calls, lengths, buckets, max_rel, projections) -> None:
-    """Both forms of the relative terms: projections (used inside the kernel, per tile
-    window) and precomputed scores (read per pair)."""
+def test_deberta_attention_by_rows(triton_calls, lengths, buckets, max_rel) -> None:
     from deberta_reference import hf_case
     from test_kernels_deberta_attention import rows_args
     from vllm_factory.kernels import deberta_attention_by_rows
 
     case = hf_case(lengths, position_buckets=buckets, max_relative_positions=max_rel)
-    args, kwargs = rows_args(case, max(lengths) + 5, projections=projections)
+    args, kwargs = rows_args(case, max(lengths) + 5)
     out = torch.full_like(case.q, float("nan"))
     given = deberta_attention_by_rows(*args, **kwargs, out=out, backend="triton")
     assert triton_calls == ["deberta_attention_rows_triton"] and given is out

@@ -149,12 +149,9 @@ def test_rejects_bad_scores() -> None:
         flash_deberta_attention(*args, **scores, out=torch.empty(9, 2, 32, dtype=torch.float64))
 
 
-def rows_args(
-    case, max_len: int, dtype=torch.float32, device: str = "cpu", projections: bool = False
-) -> tuple[tuple, dict]:
+def rows_args(case, max_len: int, dtype=torch.float32, device: str = "cpu") -> tuple[tuple, dict]:
     """The case as :func:`deberta_attention_by_rows` takes it: per-row bounds from positions,
-    the c2p / p2c scores precomputed (``projections``: the ``pos_key`` / ``pos_query``
-    projections instead), one bucket table for ``max_len``."""
+    the c2p / p2c scores precomputed, one bucket table for ``max_len``."""
     from vllm_factory.kernels import sequence_bounds
 
     q, k, v, cu, _length, pos_key, pos_query, buckets, max_rel, factor = case.args(dtype, device)
@@ -163,11 +160,12 @@ def rows_args(
     start, end = sequence_bounds(positions)
     span = pos_key.shape[0] // 2
     table = relative_position_index(max_len, span, buckets, max_rel, device)
-    kwargs = {"rel_index": table, "scale_factor": factor}
-    if projections:
-        kwargs.update(pos_key=pos_key, pos_query=pos_query)
-    else:
-        kwargs.update(c2p=relative_scores(q, pos_key), p2c=relative_scores(k, pos_query))
+    kwargs = {
+        "rel_index": table,
+        "c2p": relative_scores(q, pos_key),
+        "p2c": relative_scores(k, pos_query),
+        "scale_factor": factor,
+    }
     return (q, k, v, start, end, max_len), kwargs
 
 
@@ -189,14 +187,6 @@ def test_attention_by_rows_fallback_matches_hf(lengths, buckets, max_rel):
     out = torch.full_like(case.q, float("nan"))
     assert deberta_attention_by_rows(*args, **kwargs, out=out, backend="torch") is out
     close(out, case.expected)
-
-
-def test_attention_by_rows_fallback_takes_projections():
-    case = hf_case([9, 4, 30], position_buckets=8, max_relative_positions=32)
-    args, kwargs = rows_args(case, 30, projections=True)
-    close(deberta_attention_by_rows(*args, **kwargs, backend="torch"), case.expected)
-    with pytest.raises(ValueError, match="not both"):
-        deberta_attention_by_rows(*args, **kwargs, c2p=rows_args(case, 30)[1]["c2p"])
 
 
 def test_attention_by_rows_announces_itself(monkeypatch, caplog):

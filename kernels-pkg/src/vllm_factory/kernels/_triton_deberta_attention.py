@@ -34,14 +34,6 @@ def _load_tile(base, rows, stride_t, offs_d, row_valid, d_valid):
 
 
 @triton.jit
-def _window_scores(a, b, IEEE: tl.constexpr):
-    """``a @ b^T`` in fp32 (IEEE in fp32 mode)."""
-    if IEEE:
-        return tl.dot(a, tl.trans(b), input_precision="ieee")
-    return tl.dot(a, tl.trans(b))
-
-
-@triton.jit
 def _attend_keys(
     q,
     m_i,
@@ -65,51 +57,30 @@ def _attend_keys(
     stride_ct,
     stride_pt,
     idx_offset,
-    num_buckets,
     qk_scale,
     HAS_C2P: tl.constexpr,
     HAS_P2C: tl.constexpr,
-    PROJ: tl.constexpr,
-    WINDOW: tl.constexpr,
     IEEE: tl.constexpr,
 ):
-    """One key tile of the online softmax: ``q @ k^T`` plus the c2p / p2c terms of each pair's
-    relative bucket ``rel = idx[distance]`` (``distance`` = query row - key row, clamped into
-    the table), scores outside ``mask`` at -inf; returns the updated ``(acc, m_i, l_i)``.
-
-    With ``PROJ`` the ``*_base`` pointers are the head's ``pos_key`` / ``pos_query`` rows
-    (``[2 * span, D]``, row strides ``stride_ct`` / ``stride_pt``): the tile's buckets are
-    consecutive (``idx`` steps by 0 or 1), at most ``BLOCK_M + BLOCK_N - 1`` of them, so
-    ``q @ pos_key[window]^T`` and ``pos_query[window] @ k^T`` on the tensor cores hold every
-    term the tile needs, picked per pair with ``tl.gather``. Otherwise they point at the
-    precomputed ``[T, 2 * span]`` c2p / p2c scores, read per pair where ``pair``. A row
-    without a key in this tile yet keeps ``m_i`` at -inf and adds nothing."""
+    """One key tile of the online softmax: ``q @ k^T`` plus the c2p / p2c entries of each
+    pair's relative bucket (``distance`` = query row - key row, read where ``pair``), scores
+    outside ``mask`` at -inf; returns the updated ``(acc, m_i, l_i)``. ``*_base`` point at the
+    head; a row without a key in this tile yet keeps ``m_i`` at -inf and adds nothing."""
     k = _load_tile(k_base, keys, stride_kt, offs_d, n_valid, d_valid)
-    s = _window_scores(q, k, IEEE)
+    if IEEE:
+        s = tl.dot(q, tl.trans(k), input_precision="ieee")
+    else:
+        s = tl.dot(q, tl.trans(k))
     if HAS_C2P or HAS_P2C:
-        if PROJ:
-            rel = tl.load(idx_ptr + (distance + idx_offset))
-            low = tl.min(tl.min(rel, axis=1), axis=0)
-            local = rel - low
-            window = low + tl.arange(0, WINDOW)
-            w_valid = window < num_buckets
-            window = window.to(tl.int64)
-            if HAS_C2P:
-                pos = _load_tile(c2p_base, window, stride_ct, offs_d, w_valid, d_valid)
-                s += tl.gather(_window_scores(q, pos, IEEE), local, axis=1)
-            if HAS_P2C:
-                pos = _load_tile(p2c_base, window, stride_pt, offs_d, w_valid, d_valid)
-                s += tl.gather(_window_scores(pos, k, IEEE), local, axis=0)
-        else:
-            rel = tl.load(idx_ptr + (distance + idx_offset), mask=pair, other=0)
-            if HAS_C2P:
-                s += tl.load(c2p_base + rows[:, None] * stride_ct + rel, mask=pair, other=0.0).to(
-                    tl.float32
-                )
-            if HAS_P2C:
-                s += tl.load(p2c_base + keys[None, :] * stride_pt + rel, mask=pair, other=0.0).to(
-                    tl.float32
-                )
+        rel = tl.load(idx_ptr + (distance + idx_offset), mask=pair, other=0)
+        if HAS_C2P:
+            s += tl.load(c2p_base + rows[:, None] * stride_ct + rel, mask=pair, other=0.0).to(
+                tl.float32
+            )
+        if HAS_P2C:
+            s += tl.load(p2c_base + keys[None, :] * stride_pt + rel, mask=pair, other=0.0).to(
+                tl.float32
+            )
     s = tl.where(mask, s * qk_scale, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # exp2(-inf - -inf) is NaN
@@ -159,13 +130,10 @@ def _deberta_attention_kernel(
     stride_ph,
     stride_pt,
     idx_offset,
-    num_buckets,
     qk_scale,  # 1 / sqrt(D * factor) * log2(e): softmax in base 2
     head_dim,
     HAS_C2P: tl.constexpr,
     HAS_P2C: tl.constexpr,
-    PROJ: tl.constexpr,
-    WINDOW: tl.constexpr,
     IEEE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -193,16 +161,13 @@ def _deberta_attention_kernel(
     for n0 in range(0, length, BLOCK_N):
         cols = n0 + offs_n
         n_valid = cols < length
-        # pairs past the sequence (masked) stay inside the bucket table too
-        distance = offs_m[:, None] - cols[None, :]
-        distance = tl.minimum(tl.maximum(distance, -idx_offset), idx_offset)
         acc, m_i, l_i = _attend_keys(
             q, m_i, l_i, acc, k_ptr + head * stride_kh, v_ptr + head * stride_vh,
             c2p_ptr + head * stride_ch, p2c_ptr + head * stride_ph, idx_ptr,
-            rows, start + cols, distance,
+            rows, start + cols, offs_m[:, None] - cols[None, :],
             m_valid[:, None] & n_valid[None, :], n_valid[None, :], n_valid, offs_d, d_valid,
-            stride_kt, stride_vt, stride_ct, stride_pt, idx_offset, num_buckets, qk_scale,
-            HAS_C2P, HAS_P2C, PROJ, WINDOW, IEEE,
+            stride_kt, stride_vt, stride_ct, stride_pt, idx_offset, qk_scale,
+            HAS_C2P, HAS_P2C, IEEE,
         )  # fmt: skip
 
     _store_rows(o_ptr + head * stride_oh, rows, stride_ot, offs_d, acc, l_i, m_valid, d_valid)
@@ -223,45 +188,29 @@ def _tensor_args(
     out: torch.Tensor,
     c2p: torch.Tensor | None,
     p2c: torch.Tensor | None,
-    proj: bool = False,
 ) -> tuple[list, dict]:
     """The tensors, strides and flags both kernels take after their own pointers: q / k / v /
-    out / c2p / p2c (dummies where a term is off, never read) then their head and row
-    strides, then the number of buckets; the kernels read the last dimension contiguously.
-    ``c2p`` / ``p2c`` are the scores ``[H, T, 2 * span]``, or with ``proj`` the
-    ``pos_key`` / ``pos_query`` projections ``[2 * span, H, D]``."""
+    out / c2p / p2c (dummies where a term is off, never read) then their head and token
+    strides; the kernels read the last dimension contiguously."""
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     c2p_t = q if c2p is None else (c2p if c2p.stride(-1) == 1 else c2p.contiguous())
     p2c_t = q if p2c is None else (p2c if p2c.stride(-1) == 1 else p2c.contiguous())
-    head, row = (1, 0) if proj else (0, 1)
     tensors = [q, k, v, out, c2p_t, p2c_t]
     strides = [
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1),
-        c2p_t.stride(head) if c2p is not None else 0, c2p_t.stride(row) if c2p is not None else 0,
-        p2c_t.stride(head) if p2c is not None else 0, p2c_t.stride(row) if p2c is not None else 0,
+        c2p_t.stride(0) if c2p is not None else 0, c2p_t.stride(1) if c2p is not None else 0,
+        p2c_t.stride(0) if p2c is not None else 0, p2c_t.stride(1) if p2c is not None else 0,
     ]  # fmt: skip
-    given = c2p if c2p is not None else p2c
-    buckets = 0 if given is None else given.shape[0 if proj else -1]
-    flags = {"HAS_C2P": c2p is not None, "HAS_P2C": p2c is not None, "PROJ": proj,
+    flags = {"HAS_C2P": c2p is not None, "HAS_P2C": p2c is not None,
              "IEEE": q.dtype == torch.float32}  # fmt: skip
-    return [tensors, strides, buckets], flags
-
-
-def _launch_config(head_dim: int, max_seqlen: int) -> dict:
-    """Tile sizes and warps of a launch, plus the bucket window a tile covers."""
-    block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
-    return {
-        "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d,
-        "WINDOW": next_power_of_2(block_m + block_n - 1), "num_warps": warps, "num_stages": 2,
-    }  # fmt: skip
+    return [tensors, strides], flags
 
 
 def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor) -> torch.Tensor:
     """Arguments already validated by ``flash_deberta_attention``; writes ``[T, H, D]`` into
-    ``out`` (its last dimension contiguous) and returns it. Relative terms from ``x.c2p`` /
-    ``x.p2c`` (scores) or ``x.pos_key`` / ``x.pos_query`` (projections, used in the kernel)."""
-    q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x[:9]
+    ``out`` (its last dimension contiguous) and returns it."""
+    q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x
     heads, head_dim = q.shape[1:]
     batch = cu_seqlens.numel() - 1
     if batch == 0 or max_seqlen == 0:
@@ -272,15 +221,12 @@ def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor) -> torch.Ten
         idx_offset = (idx.numel() + 1) // 2 - 1
     else:
         idx, idx_offset = cu, 0
-    proj = x.pos_key is not None or x.pos_query is not None
-    if proj:
-        c2p, p2c = x.pos_key, x.pos_query
-    (tensors, strides, buckets), flags = _tensor_args(q, k, v, out, c2p, p2c, proj)
-    config = _launch_config(head_dim, max_seqlen)
-    grid = (triton.cdiv(max_seqlen, config["BLOCK_M"]), batch, heads)
+    (tensors, strides), flags = _tensor_args(q, k, v, out, c2p, p2c)
+    block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
+    grid = (triton.cdiv(max_seqlen, block_m), batch, heads)
     _deberta_attention_kernel[grid](
-        *tensors, idx, cu, *strides, idx_offset, buckets, sm_scale * LOG2E, head_dim, **flags,
-        **config,
+        *tensors, idx, cu, *strides, idx_offset, sm_scale * LOG2E, head_dim, **flags,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=2,
     )  # fmt: skip
     return out
 
@@ -311,13 +257,10 @@ def _deberta_attention_rows_kernel(
     stride_pt,
     idx_offset,
     max_distance,
-    num_buckets,
     qk_scale,  # 1 / sqrt(D * factor) * log2(e): softmax in base 2
     head_dim,
     HAS_C2P: tl.constexpr,
     HAS_P2C: tl.constexpr,
-    PROJ: tl.constexpr,
-    WINDOW: tl.constexpr,
     IEEE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -359,8 +302,8 @@ def _deberta_attention_rows_kernel(
             q, m_i, l_i, acc, k_ptr + head * stride_kh, v_ptr + head * stride_vh,
             c2p_ptr + head * stride_ch, p2c_ptr + head * stride_ph, idx_ptr,
             rows, cols.to(tl.int64), distance, pair, pair, n_valid, offs_d, d_valid,
-            stride_kt, stride_vt, stride_ct, stride_pt, idx_offset, num_buckets, qk_scale,
-            HAS_C2P, HAS_P2C, PROJ, WINDOW, IEEE,
+            stride_kt, stride_vt, stride_ct, stride_pt, idx_offset, qk_scale,
+            HAS_C2P, HAS_P2C, IEEE,
         )  # fmt: skip
 
     _store_rows(o_ptr + head * stride_oh, rows, stride_ot, offs_d, acc, l_i, m_valid, d_valid)
@@ -378,13 +321,11 @@ def deberta_attention_rows_triton(
     sm_scale: float,
     max_seqlen: int,
     out: torch.Tensor,
-    proj: bool = False,
 ) -> torch.Tensor:
     """Attention of every row of packed ``[T, H, D]`` q/k/v over the keys
     ``row_start[i] <= j < row_end[i]`` (int32 ``[T]``, on the device), into ``out`` (its last
     dimension contiguous); the launch needs no host value but ``T``. ``max_seqlen`` bounds the
-    sequence lengths (block sizes only). ``c2p`` / ``p2c`` as :func:`_tensor_args` takes them
-    (``proj``: the projections)."""
+    sequence lengths (block sizes only)."""
     total, heads, head_dim = q.shape
     if total == 0:
         return out
@@ -392,11 +333,12 @@ def deberta_attention_rows_triton(
         idx, idx_offset = rel_index, (rel_index.numel() + 1) // 2 - 1
     else:
         idx, idx_offset = row_start, 0
-    (tensors, strides, buckets), flags = _tensor_args(q, k, v, out, c2p, p2c, proj)
-    config = _launch_config(head_dim, max_seqlen)
-    grid = (triton.cdiv(total, config["BLOCK_M"]), heads)
+    (tensors, strides), flags = _tensor_args(q, k, v, out, c2p, p2c)
+    block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
+    grid = (triton.cdiv(total, block_m), heads)
     _deberta_attention_rows_kernel[grid](
-        *tensors, idx, row_start, row_end, total, *strides, idx_offset, idx_offset, buckets,
-        sm_scale * LOG2E, head_dim, **flags, **config,
+        *tensors, idx, row_start, row_end, total, *strides, idx_offset, idx_offset,
+        sm_scale * LOG2E, head_dim, **flags,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=2,
     )  # fmt: skip
     return out

@@ -106,9 +106,6 @@ class AttentionInputs(NamedTuple):
     p2c: torch.Tensor | None
     rel_index: torch.Tensor | None
     sm_scale: float
-    # the Triton kernels' other form of the relative terms: ``[2 * span, H, D]`` projections
-    pos_key: torch.Tensor | None = None
-    pos_query: torch.Tensor | None = None
 
 
 def relative_scores(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -167,7 +164,7 @@ def _deberta_attention_torch(x: AttentionInputs) -> torch.Tensor:
 
 def _padded_attention(x: AttentionInputs) -> torch.Tensor:
     """Padded ``[B, H, L, L]`` reference path, fp32 softmax."""
-    q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x[:9]
+    q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x
     tokens, heads, head_dim = q.shape
     device = q.device
     cu = cu_seqlens.to(device=device, dtype=torch.long)
@@ -250,57 +247,21 @@ def flash_deberta_attention(
             )
         elif rel_index.numel() < 2 * max_seqlen - 1 or rel_index.numel() % 2 == 0:
             raise ValueError("rel_index must come from relative_position_index(>= max_seqlen)")
-    relative = (c2p, p2c, pos_key, pos_query)
-    tensors = [t for t in (q, k, v, cu_seqlens, *relative) if t is not None]
-    if q.shape[0] == 0:
-        return torch.empty_like(q) if out is None else out
-    sm_scale = _softmax_scale(q, *_terms(*relative), scale_factor)
-    if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
-        from ._triton_deberta_attention import deberta_attention_triton
-
-        if _mixed(*relative):
-            c2p, p2c = _scores(q, k, *relative)
-            pos_key = pos_query = None
-        inputs = AttentionInputs(
-            q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale, pos_key, pos_query
-        )
-        return _into(out, q, lambda target: deberta_attention_triton(inputs, target))
-    c2p, p2c = _scores(q, k, *relative)
-    inputs = AttentionInputs(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
-    result = _deberta_attention_torch(inputs)
-    return result if out is None else out.copy_(result)
-
-
-def _terms(
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    pos_key: torch.Tensor | None,
-    pos_query: torch.Tensor | None,
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """Each relative term in whichever form it was given (None when off)."""
-    return (c2p if c2p is not None else pos_key), (p2c if p2c is not None else pos_query)
-
-
-def _mixed(*relative: torch.Tensor | None) -> bool:
-    """One term given as scores, the other as a projection: the kernels take one form."""
-    c2p, p2c, pos_key, pos_query = relative
-    return (c2p is not None or p2c is not None) and (pos_key is not None or pos_query is not None)
-
-
-def _scores(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    pos_key: torch.Tensor | None,
-    pos_query: torch.Tensor | None,
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """The relative terms as ``[H, T, 2 * span]`` scores (the fallback's form)."""
     if pos_key is not None:
         c2p = relative_scores(q, pos_key)
     if pos_query is not None:
         p2c = relative_scores(k, pos_query)
-    return c2p, p2c
+    tensors = [t for t in (q, k, v, cu_seqlens, c2p, p2c) if t is not None]
+    if q.shape[0] == 0:
+        return torch.empty_like(q) if out is None else out
+    sm_scale = _softmax_scale(q, c2p, p2c, scale_factor)
+    inputs = AttentionInputs(q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale)
+    if select_backend(backend, *tensors, kernel="flash_deberta_attention") == "triton":
+        from ._triton_deberta_attention import deberta_attention_triton
+
+        return _into(out, q, lambda target: deberta_attention_triton(inputs, target))
+    result = _deberta_attention_torch(inputs)
+    return result if out is None else out.copy_(result)
 
 
 def _softmax_scale(
@@ -366,8 +327,6 @@ def deberta_attention_by_rows(
     rel_index: torch.Tensor | None = None,
     c2p: torch.Tensor | None = None,
     p2c: torch.Tensor | None = None,
-    pos_key: torch.Tensor | None = None,
-    pos_query: torch.Tensor | None = None,
     scale_factor: int | None = None,
     out: torch.Tensor | None = None,
     backend: str = "auto",
@@ -376,13 +335,10 @@ def deberta_attention_by_rows(
     ``row_end`` from :func:`sequence_bounds`) instead of ``cu_seqlens``: the Triton kernel
     launches on ``T`` alone, so the call can be captured in a CUDA graph. ``max_seqlen``
     bounds every sequence's length (the model's maximum); ``rel_index`` (from
-    :func:`relative_position_index` for at least ``max_seqlen``), ``c2p`` / ``p2c``
-    (:func:`relative_scores`) or ``pos_key`` / ``pos_query`` as there. The PyTorch fallback
-    reads the boundaries on the host (a synchronisation) and runs
-    :func:`flash_deberta_attention`'s fallback."""
-    if c2p is not None and pos_key is not None or p2c is not None and pos_query is not None:
-        raise ValueError("give c2p / p2c or pos_key / pos_query, not both")
-    span = _check_args(q, k, v, row_start, pos_key, pos_query)
+    :func:`relative_position_index` for at least ``max_seqlen``) and ``c2p`` / ``p2c``
+    (:func:`relative_scores`) as there. The PyTorch fallback reads the boundaries on the host
+    (a synchronisation) and runs :func:`flash_deberta_attention`'s fallback."""
+    span = _check_args(q, k, v, row_start, None, None)
     span = _check_scores(q, c2p, p2c, span)
     if row_start.shape != (q.shape[0],) or row_end.shape != (q.shape[0],):
         raise ValueError("row_start and row_end must be [T]")
@@ -391,27 +347,21 @@ def deberta_attention_by_rows(
             "relative terms need rel_index from relative_position_index(>= max_seqlen)"
         )
     _check_out(q, out)
-    relative = (c2p, p2c, pos_key, pos_query)
-    tensors = [t for t in (q, k, v, row_start, row_end, *relative) if t is not None]
+    tensors = [t for t in (q, k, v, row_start, row_end, c2p, p2c) if t is not None]
     if select_backend(backend, *tensors, kernel="deberta_attention_by_rows") == "triton":
         from ._triton_deberta_attention import deberta_attention_rows_triton
 
-        if _mixed(*relative):
-            relative = (*_scores(q, k, *relative), None, None)
-        first, second = _terms(*relative)
-        sm_scale = _softmax_scale(q, first, second, scale_factor)
+        sm_scale = _softmax_scale(q, c2p, p2c, scale_factor)
         index = None if rel_index is None else rel_index.to(q.device, torch.int32).contiguous()
         start, end = (t.to(torch.int32).contiguous() for t in (row_start, row_end))
-        proj = relative[2] is not None or relative[3] is not None
         return _into(
             out, q, lambda target: deberta_attention_rows_triton(
-                q, k, v, start, end, first, second, index, sm_scale, max_seqlen, target, proj
+                q, k, v, start, end, c2p, p2c, index, sm_scale, max_seqlen, target
             ),
         )  # fmt: skip
     starts = torch.unique(row_start.long())
     cu = torch.cat((starts, starts.new_tensor([q.shape[0]])))
     longest = int((cu[1:] - cu[:-1]).max()) if starts.numel() else 0
-    c2p, p2c = _scores(q, k, *relative)
     return flash_deberta_attention(
         q, k, v, cu, longest, scale_factor=scale_factor, rel_index=rel_index, c2p=c2p, p2c=p2c,
         out=out, backend="torch",
