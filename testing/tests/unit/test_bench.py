@@ -456,3 +456,22 @@ def test_rounds_report_the_median_round_and_every_rounds_rate() -> None:
     text = bench_report.markdown(report)
     assert "each point the median of 3 rounds" in text
     assert "rounds' req/s |" in text and "| 9.0 / 12.0 / 10.0 |" in text
+
+
+def test_torch_profile_option_config_and_report(tmp_path: Path) -> None:
+    """``--torch-profile``: vLLM's profiler in the workers only, bounded steps, the folder
+    given; the report shows the table and the server's arguments name no machine folder."""
+    _, config = bench.parse_args(["--plugin", "p", "--torch-profile", str(tmp_path)])
+    assert config.torch_profile == tmp_path
+    settings = bench.profiler_config(tmp_path / "plugin")
+    assert settings["profiler"] == "torch" and settings["ignore_frontend"] is True
+    assert settings["torch_profiler_dir"] == str(tmp_path / "plugin")
+    assert settings["max_iterations"] == bench.PROFILE_STEPS > 0
+    report = _report()
+    report["servers"]["plugin"]["torch_profile"] = {
+        "concurrency": 4, "steps": 20, "skipped_steps": 5, "req_per_s_while_profiled": 3.5,
+        "table": ["Name  Self CUDA", "triton_kernel  1.2ms"],
+    }  # fmt: skip
+    text = bench_report.markdown(report)
+    assert "## Where the engine's time went: plugin" in text
+    assert "triton_kernel  1.2ms" in text and "20 engine steps at 4 clients" in text

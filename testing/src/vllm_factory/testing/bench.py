@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -40,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -311,6 +312,9 @@ class BenchConfig:
     """An existing checkpoint to use instead of the spec's cached build."""
     py_spy: Path | None = None
     """Folder for a py-spy profile of every server process per closed-loop point."""
+    torch_profile: Path | None = None
+    """Folder for vLLM's torch profile of each vLLM server (GPU time by kernel): one more
+    closed loop at the highest concurrency after the measured points, not reported as one."""
 
     def requests_for(self, concurrency: int) -> int:
         return max(self.requests, 4 * concurrency)
@@ -686,14 +690,20 @@ def run_server(
 ) -> dict[str, Any]:
     checkpoint = spec.checkpoint or checkpoint
     server: SubprocessServer
+    profile_dir = None
     if spec.launch is not None:
         server = spec.launch(config, checkpoint, max_model_len)
     else:
+        profiling = []
+        if config.torch_profile is not None:
+            profile_dir = (config.torch_profile / spec.name).resolve()
+            profile_dir.mkdir(parents=True, exist_ok=True)
+            profiling = [f"--profiler-config={json.dumps(profiler_config(profile_dir))}"]
         server = VllmServer(
             checkpoint,
             io_processor_plugin=spec.io_processor_plugin,
             hf_overrides=spec.hf_overrides,
-            extra_args=[*spec.extra_args, *config.server_args],
+            extra_args=[*spec.extra_args, *config.server_args, *profiling],
             dtype=config.dtype,
             max_model_len=max_model_len,
             enforce_eager=config.enforce_eager,
@@ -730,9 +740,10 @@ def run_server(
         entry["loadavg"] = list(os.getloadavg())
         return entry
 
-    result: dict[str, Any] = {
-        "label": spec.label, "args": server.args[1:], "gpus": gpus, "points": [],
-    }  # fmt: skip
+    args = server.args[1:]
+    if profile_dir is not None:  # no machine paths in the results
+        args = [a.replace(str(profile_dir), f"<torch-profile>/{spec.name}") for a in args]
+    result: dict[str, Any] = {"label": spec.label, "args": args, "gpus": gpus, "points": []}
     result["open_loop"] = []
     url = f"{server.url}{spec.path}"
     with server:
@@ -760,6 +771,12 @@ def run_server(
                 if not server.is_alive():
                     raise RuntimeError(f"{spec.name} server died:\n{server.log_tail()}")
         result["points"] = [median_round(rounds[c]) for c in config.concurrencies]
+        if profile_dir is not None:
+            progress.set_postfix_str(f"{spec.name} torch profile")
+            result["torch_profile"] = torch_profile(
+                server.url, profile_dir, max(config.concurrencies),
+                Workload(url, make_body, config.requests, config.warmup_max, tokens_of),
+            )  # fmt: skip
         peak = max(p["req_per_s"] for p in result["points"])
         rates = config.rates or [round(f * peak, 3) for f in config.rate_fractions]
         for index, rate in enumerate(rates):
@@ -774,6 +791,48 @@ def run_server(
         result["server_notes"] = _server_notes(server)
         result["server_log"] = str(server.log_path)
     return result
+
+
+# vLLM's profiler: skip the first steps of the profiled loop, then record this many.
+PROFILE_DELAY_STEPS, PROFILE_STEPS = 5, 20
+PROFILE_TABLE_LINES = 40
+
+
+def profiler_config(folder: Path) -> dict[str, Any]:
+    """vLLM's ``--profiler-config``: the torch profiler in the engine's workers only (no
+    front-end trace, no stacks), a bounded number of steps, the table of GPU time by kernel
+    written to ``folder/profiler_out_<rank>.txt``."""
+    return {
+        "profiler": "torch", "torch_profiler_dir": str(folder),
+        "torch_profiler_with_stack": False, "ignore_frontend": True,
+        "delay_iterations": PROFILE_DELAY_STEPS, "max_iterations": PROFILE_STEPS,
+    }  # fmt: skip
+
+
+@contextlib.contextmanager
+def _profiling(base_url: str) -> Iterator[None]:
+    httpx.post(f"{base_url}/start_profile", timeout=600).raise_for_status()
+    try:
+        yield
+    finally:
+        httpx.post(f"{base_url}/stop_profile", timeout=1800).raise_for_status()
+
+
+def torch_profile(base_url: str, folder: Path, concurrency: int, work: Workload) -> dict[str, Any]:
+    """One closed loop of ``work`` at ``concurrency`` clients under vLLM's torch profiler (the
+    server started with :func:`profiler_config`); returns the loop's figures (slowed by the
+    profiler: not a measurement) and the head of rank 0's table of GPU time by kernel."""
+    point = asyncio.run(closed_loop(work, concurrency, monitor=_profiling(base_url)))
+    # rank 0's table: profiler_out_0.txt (vLLM 0.26) or rank0.profiler_out.txt (0.32)
+    tables = [t for t in sorted(folder.glob("*profiler_out*.txt")) if "0" in t.name]
+    lines = tables[0].read_text(encoding="utf-8").splitlines() if tables else []
+    return {
+        "concurrency": concurrency,
+        "steps": PROFILE_STEPS,
+        "skipped_steps": PROFILE_DELAY_STEPS,
+        "req_per_s_while_profiled": point.req_per_s,
+        "table": lines[:PROFILE_TABLE_LINES],
+    }
 
 
 def median_round(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -901,6 +960,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         "--py-spy", type=Path, metavar="DIR",
         help="profile every server process with py-spy per closed-loop point (speedscope files)",
     )  # fmt: skip
+    ap.add_argument(
+        "--torch-profile", type=Path, metavar="DIR",
+        help="after the measured points, one more closed loop at the highest concurrency under "
+        "vLLM's torch profiler (vLLM servers only); GPU time by kernel in the JSON and DIR",
+    )  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--machine", help="results folder name (default: derived, e.g. cpu-2core)")
     ap.add_argument("--out-dir", type=Path, help="results root (default: the spec's results/)")
@@ -945,6 +1009,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     config.ref_threads = args.ref_threads
     config.checkpoint = args.checkpoint
     config.py_spy = args.py_spy
+    config.torch_profile = args.torch_profile
     config.seed = args.seed
     return args, config
 
@@ -1002,6 +1067,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "mode": config.mode,
             "checkpoint": str(checkpoint),
             "py_spy": None if config.py_spy is None else str(config.py_spy),
+            "torch_profile": None if config.torch_profile is None else config.torch_profile.name,
             "max_model_len": max_model_len,
             "server_env": {**DEFAULT_ENV, **inherited_env(), **config.server_env},
             "requests_per_point": "max(requests, 4 * concurrency)",

@@ -252,6 +252,7 @@ def markdown(report: dict[str, Any]) -> str:
     open_lines = _open_table(report)
     if open_lines:
         lines += ["", "## Open loop (Poisson arrivals)", "", *open_lines]
+    lines += _profile_lines(report)
     if ref:
         lines += ["", f"## {ref['library']} in process (same texts, dtype, device)", ""]
         lines += _reference_table(ref)
@@ -259,6 +260,25 @@ def markdown(report: dict[str, Any]) -> str:
         if settings:
             lines += ["", "Reference settings: " + json.dumps(settings)]
     return "\n".join(lines) + "\n"
+
+
+def _profile_lines(report: dict[str, Any]) -> list[str]:
+    """Each server's table of vLLM's torch profile (``--torch-profile``), as vLLM wrote it."""
+    lines = []
+    for name, server in report["servers"].items():
+        profile = server.get("torch_profile")
+        if not profile:
+            continue
+        lines += [
+            "", f"## Where the engine's time went: {name} (vLLM's torch profiler)", "",
+            (
+                f"{profile['steps']} engine steps at {profile['concurrency']} clients (after "
+                f"{profile['skipped_steps']} skipped), {profile['req_per_s_while_profiled']:.2f} "
+                "req/s while profiled (slowed by the profiler); self time per operator and kernel:"
+            ),
+            "", "```", *(profile["table"] or ["(no table written)"]), "```",
+        ]  # fmt: skip
+    return lines
 
 
 def _loadavg(values: list[float] | None) -> str:
