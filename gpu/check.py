@@ -219,15 +219,12 @@ def sharing_args(parallel: int) -> list[str]:
     return ["--gpu-memory-utilization", f"{share:.2f}", "--kv-cache-memory-bytes", str(2**28)]
 
 
-def server_env(pairs: list[str]) -> dict[str, str]:
-    """``KEY=VALUE`` flags as a mapping (a flag without ``=`` is refused)."""
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--server-env {pair!r}: expected KEY=VALUE")
-        env[key] = value
-    return env
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    """``--server-env`` flags as a mapping (the bench's parser; imported here, where the
+    testing package is installed)."""
+    from vllm_factory.testing.bench import parse_env as parse
+
+    return parse(pairs)
 
 
 def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> Result:
@@ -247,7 +244,7 @@ def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> 
         "VLLM_FACTORY_TEST_LOG_DIR": str(logs),
         "PYTHONUNBUFFERED": "1",
     }
-    env.update(server_env(args.server_env))
+    env.update(parse_env(args.server_env))
     if job.kernels == "off":
         env["VLLM_FACTORY_DISABLE_TRITON"] = "1"
     cmd = [
@@ -515,7 +512,10 @@ def main(argv: list[str] | None = None) -> int:
         "results are kept",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    server_env(args.server_env)  # refuses a malformed flag before any job starts
+    try:  # a malformed flag is refused before any job starts
+        parse_env(args.server_env)
+    except ValueError as exc:
+        parser.error(str(exc))
     args.artifacts = args.artifacts.resolve()
     packages = model_packages(args.plugins.split(",") if args.plugins else None)
     if args.render:
@@ -578,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         "sharing_args": extra,
     }
     if args.server_env:
-        header["server_env"] = server_env(args.server_env)
+        header["server_env"] = parse_env(args.server_env)
     if reencoded:
         header["reencoded_on_this_host"] = reencoded
     write_results(out, results, header)
