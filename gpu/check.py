@@ -244,7 +244,7 @@ def run_job(job: Job, args: argparse.Namespace, out: Path, extra: list[str]) -> 
         "VLLM_FACTORY_TEST_LOG_DIR": str(logs),
         "PYTHONUNBUFFERED": "1",
     }
-    env.update(parse_env(args.server_env))
+    env.update(args.server_env)
     if job.kernels == "off":
         env["VLLM_FACTORY_DISABLE_TRITON"] = "1"
     cmd = [
@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:  # a malformed flag is refused before any job starts
-        parse_env(args.server_env)
+        args.server_env = parse_env(args.server_env)
     except ValueError as exc:
         parser.error(str(exc))
     args.artifacts = args.artifacts.resolve()
@@ -578,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         "sharing_args": extra,
     }
     if args.server_env:
-        header["server_env"] = parse_env(args.server_env)
+        header["server_env"] = args.server_env
     if reencoded:
         header["reencoded_on_this_host"] = reencoded
     write_results(out, results, header)

@@ -467,6 +467,10 @@ def test_torch_profile_option_config_and_report(tmp_path: Path) -> None:
     assert settings["profiler"] == "torch" and settings["ignore_frontend"] is True
     assert settings["torch_profiler_dir"] == str(tmp_path / "plugin")
     assert settings["max_iterations"] == bench.PROFILE_STEPS > 0
+    assert bench.rank0_table(tmp_path) == []
+    (tmp_path / "rank1.profiler_out.txt").write_text("rank 1\n")
+    (tmp_path / "rank0.profiler_out.txt").write_text("Name  Self CPU\nop  1ms\n")
+    assert bench.rank0_table(tmp_path) == ["Name  Self CPU", "op  1ms"]
     report = _report()
     report["servers"]["plugin"]["torch_profile"] = {
         "concurrency": 4, "steps": 20, "skipped_steps": 5, "req_per_s_while_profiled": 3.5,
@@ -474,4 +478,4 @@ def test_torch_profile_option_config_and_report(tmp_path: Path) -> None:
     }  # fmt: skip
     text = bench_report.markdown(report)
     assert "## Where the engine's time went: plugin" in text
-    assert "triton_kernel  1.2ms" in text and "20 engine steps at 4 clients" in text
+    assert "triton_kernel  1.2ms" in text and "Up to 20 engine steps at 4 clients" in text

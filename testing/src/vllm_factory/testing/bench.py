@@ -796,12 +796,14 @@ def run_server(
 # vLLM's profiler: skip the first steps of the profiled loop, then record this many.
 PROFILE_DELAY_STEPS, PROFILE_STEPS = 5, 20
 PROFILE_TABLE_LINES = 40
+# rank 0's table as vLLM 0.26 and as vLLM 0.32 name it
+PROFILE_TABLES = ("profiler_out_0.txt", "rank0.profiler_out.txt")
 
 
 def profiler_config(folder: Path) -> dict[str, Any]:
     """vLLM's ``--profiler-config``: the torch profiler in the engine's workers only (no
-    front-end trace, no stacks), a bounded number of steps, the table of GPU time by kernel
-    written to ``folder/profiler_out_<rank>.txt``."""
+    front-end trace, no stacks), a bounded number of steps, each rank's table of time by
+    operator and kernel written into ``folder`` (:data:`PROFILE_TABLES`)."""
     return {
         "profiler": "torch", "torch_profiler_dir": str(folder),
         "torch_profiler_with_stack": False, "ignore_frontend": True,
@@ -823,16 +825,21 @@ def torch_profile(base_url: str, folder: Path, concurrency: int, work: Workload)
     server started with :func:`profiler_config`); returns the loop's figures (slowed by the
     profiler: not a measurement) and the head of rank 0's table of GPU time by kernel."""
     point = asyncio.run(closed_loop(work, concurrency, monitor=_profiling(base_url)))
-    # rank 0's table: profiler_out_0.txt (vLLM 0.26) or rank0.profiler_out.txt (0.32)
-    tables = [t for t in sorted(folder.glob("*profiler_out*.txt")) if "0" in t.name]
-    lines = tables[0].read_text(encoding="utf-8").splitlines() if tables else []
     return {
         "concurrency": concurrency,
         "steps": PROFILE_STEPS,
         "skipped_steps": PROFILE_DELAY_STEPS,
         "req_per_s_while_profiled": point.req_per_s,
-        "table": lines[:PROFILE_TABLE_LINES],
+        "table": rank0_table(folder)[:PROFILE_TABLE_LINES],
     }
+
+
+def rank0_table(folder: Path) -> list[str]:
+    """The lines of rank 0's profiler table in ``folder`` (empty when vLLM wrote none)."""
+    for name in PROFILE_TABLES:
+        if (folder / name).exists():
+            return (folder / name).read_text(encoding="utf-8").splitlines()
+    return []
 
 
 def median_round(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -272,7 +272,7 @@ def _profile_lines(report: dict[str, Any]) -> list[str]:
         lines += [
             "", f"## Where the engine's time went: {name} (vLLM's torch profiler)", "",
             (
-                f"{profile['steps']} engine steps at {profile['concurrency']} clients (after "
+                f"Up to {profile['steps']} engine steps at {profile['concurrency']} clients (after "
                 f"{profile['skipped_steps']} skipped), {profile['req_per_s_while_profiled']:.2f} "
                 "req/s while profiled (slowed by the profiler); self time per operator and kernel:"
             ),
