@@ -100,6 +100,19 @@ def test_matches_the_plain_greedy_decoder_on_dense_random_scores(flat_ner, multi
         assert [(c.start, c.end, c.label, c.score) for c in got] == expected, trial
 
 
+@pytest.mark.parametrize("multi_label", [True, False])
+def test_nested_decoding_matches_the_plain_decoder_on_long_texts(multi_label):
+    """Nested NER on texts of hundreds of words, where kept spans pile up (its clash test
+    reads per-word maps of the kept spans, not the kept spans themselves)."""
+    gen = torch.Generator().manual_seed(11)
+    for num_words, threshold in ((300, 0.9), (200, 0.7), (2, 0.1)):
+        s = (torch.rand(num_words, 12, 3, generator=gen) * 100).round() / 100
+        expected = greedy_oracle(s, num_words, threshold, False, multi_label)
+        got = decode_spans(s, num_words, threshold, False, multi_label)
+        assert len(expected) > num_words // 4
+        assert [(c.start, c.end, c.label, c.score) for c in got] == expected
+
+
 def test_input_spans_keep_only_their_cells_and_drop_misaligned_ones():
     """gliner's ``input_spans``: character spans become word spans when they start and end on
     word boundaries (else dropped); only those spans' cells are decoded."""

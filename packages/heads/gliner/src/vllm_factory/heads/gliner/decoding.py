@@ -6,8 +6,10 @@ greedily unless they clash with a kept span: flat NER forbids any overlap, neste
 partial overlap; the same span twice is a clash unless ``multi_label``. Kept spans are sorted
 by start (stable) and mapped to character offsets of the original text.
 
-Selecting and ranking candidates is vectorised (numpy); the greedy pass checks a flat-NER
-candidate against a per-word occupancy map (at most ``max_width`` words), not every kept span.
+Selecting and ranking candidates is vectorised (numpy); the greedy pass checks a candidate
+against per-word maps of the kept spans (at most ``max_width`` words each), not every kept span:
+flat NER against the words they cover, nested NER against the farthest end of the kept spans
+starting at each word and the nearest start of those ending at each word.
 """
 
 from __future__ import annotations
@@ -42,13 +44,6 @@ class Candidate(NamedTuple):
     end: int
     label: int
     score: float
-
-
-def _partial_overlap(a: Candidate, b: Candidate) -> bool:
-    """Overlapping, neither inside the other: what nested NER forbids."""
-    disjoint = a.start > b.end or b.start > a.end
-    nested = (a.start <= b.start and a.end >= b.end) or (b.start <= a.start and b.end >= a.end)
-    return not (disjoint or nested)
 
 
 def span_filter(spans: Sequence[tuple[int, int]], num_words: int, max_width: int) -> np.ndarray:
@@ -104,6 +99,10 @@ def decode_spans(
     kept_spans: set[tuple[int, int]] = set()  # consulted only where the same span may recur
     taken = bytearray(num_words)  # flat NER: words covered by a kept span
     ones = b"\x01" * cells.shape[1]  # occupancy marks, sliced to a span's width (< max_width)
+    # Nested NER: per word, the farthest end of the kept spans starting there and the nearest
+    # start of those ending there (-1 / num_words: none).
+    farthest_end = [-1] * num_words
+    nearest_start = [num_words] * num_words
     for start, end, label, score in ranked:
         if flat_ner:
             # Kept spans are disjoint, so a clash is a taken word; the one allowed clash is the
@@ -118,11 +117,19 @@ def decode_spans(
             # nested with it already.
             if not multi_label:
                 continue
-        elif any(_partial_overlap(Candidate(start, end, label, score), o) for o in kept):
+        elif end > start and (
+            # A partial overlap is a kept span starting inside this one (after its first word)
+            # and ending past it, or ending inside it (before its last word) and starting
+            # before it; containment either way and disjoint spans are no clash.
+            max(farthest_end[start + 1 : end + 1]) > end or min(nearest_start[start:end]) < start
+        ):
             continue
         kept.append(Candidate(start, end, label, score))
         if multi_label or not flat_ner:
             kept_spans.add((start, end))
+        if not flat_ner:
+            farthest_end[start] = max(farthest_end[start], end)
+            nearest_start[end] = min(nearest_start[end], start)
     kept.sort(key=lambda cand: cand.start)
     return kept
 
