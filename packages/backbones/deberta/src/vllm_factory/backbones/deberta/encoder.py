@@ -220,8 +220,9 @@ def _(q, k, v, row_start, row_end, rel_index, c2p, p2c, scale_factor, max_seqlen
     return None
 
 
-# Opt-in: GPU-checked (H200, fp32 and bf16, default and eager, graphs to 8192 tokens); one
-# benchmark run each shows it faster at low concurrency and slower at the peak (README).
+# Opt-in: GPU-checked with deberta_gliner (H200, fp32 and bf16, default and eager, graphs to
+# 8192 tokens) and faster there at every load, most with --async-scheduling (README); not yet
+# checked with gliner2.
 IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION"
 
 
