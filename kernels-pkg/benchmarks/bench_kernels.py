@@ -1,5 +1,7 @@
 """GPU micro-benchmark: Triton kernels vs the PyTorch fallbacks and vs ``torch.compile`` of
-the fallbacks (ModernBERT-base widths).
+the fallbacks (ModernBERT-base widths; ``span_logits`` at deberta_gliner's bench checkpoint's:
+hidden 512, so a 2048-wide span hidden layer, 12 widths, 5 labels, 0.68 words per token as its
+512-token texts have; ``--tokens 8192`` is a served step of 16 texts).
 
 Usage: python benchmarks/bench_kernels.py --out bench.json [--tokens 128 512 2048] [--no-compile]
 
@@ -33,6 +35,10 @@ HEAD_DIM = 64
 INTERMEDIATE = 1152
 GLOBAL_THETA = 160000.0
 MAX_POSITIONS = 8192
+# GLiNER span head (deberta_gliner bench checkpoint)
+SPAN_INNER = 2048
+SPAN_WIDTHS = 12
+SPAN_LABELS = 5
 
 
 def time_ms(fn: Callable[[], Any], warmup: int, iters: int, repeats: int) -> float:
@@ -91,6 +97,7 @@ def cases(tokens: int, dtype: torch.dtype) -> list[tuple[str, Callable[[str], An
         fused_geglu,
         fused_layernorm,
         fused_rmsnorm,
+        span_logits,
     )
     from vllm_factory.kernels import fused_rope as rope
 
@@ -106,6 +113,14 @@ def cases(tokens: int, dtype: torch.dtype) -> list[tuple[str, Callable[[str], An
     w = (torch.rand(HIDDEN, device=dev) + 0.5).to(dtype)
     act = tokens * HIDDEN * el
     gemma = RMSOptions(offset=1.0)
+    # GLiNER span scoring: per word a start and an end row of the span hidden layer's table
+    words = max(1, int(tokens * 0.68))
+    table = torch.randn(2 * words, SPAN_INNER, device=dev).to(dtype)
+    first = torch.arange(words, device=dev)[:, None]
+    last = (first + torch.arange(SPAN_WIDTHS, device=dev)).clamp(max=words - 1)
+    span_rows = torch.stack((first.expand_as(last), last + words), -1).view(-1, 2)
+    span_weight = (torch.randn(SPAN_LABELS, SPAN_INNER, device=dev) / SPAN_INNER**0.5).to(dtype)
+    span_bias = torch.randn(SPAN_LABELS, device=dev).to(dtype)
     return [
         (
             "rope",
@@ -116,6 +131,11 @@ def cases(tokens: int, dtype: torch.dtype) -> list[tuple[str, Callable[[str], An
         ("layernorm", lambda b: fused_layernorm(x, w, None, 1e-5, backend=b), 2 * act),
         ("add_layernorm", lambda b: fused_add_layernorm(x, res, w, None, 1e-5, backend=b), 4 * act),
         ("rmsnorm_gemma", lambda b: fused_rmsnorm(x, w, 1e-6, gemma, backend=b), 2 * act),
+        (
+            "span_logits",
+            lambda b: span_logits(table, span_rows, span_weight, span_bias, backend=b),
+            table.numel() * el + span_rows.numel() * 8 + span_rows.shape[0] * SPAN_LABELS * el,
+        ),
     ]
 
 

@@ -37,6 +37,7 @@ from vllm_factory.kernels import (
     _triton_layernorm,
     _triton_lstm,
     _triton_rope,
+    _triton_span_logits,
     bidirectional_lstm,
     build_rope_cache,
     flash_deberta_attention,
@@ -45,6 +46,7 @@ from vllm_factory.kernels import (
     fused_layernorm,
     fused_rmsnorm,
     fused_rope,
+    span_logits,
 )
 from vllm_factory.kernels.layernorm import RMSOptions
 
@@ -56,6 +58,7 @@ def test_kernels_are_interpreted() -> None:
         _triton_layernorm._layernorm_kernel,
         _triton_deberta_attention._deberta_attention_kernel,
         _triton_lstm._bilstm_kernel,
+        _triton_span_logits._span_logits_kernel,
     ):
         assert isinstance(kernel, InterpretedFunction), type(kernel)
 
@@ -77,6 +80,7 @@ def triton_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (_triton_deberta_attention, "deberta_attention_triton"),
         (_triton_deberta_attention, "deberta_attention_rows_triton"),
         (_triton_lstm, "lstm_triton"),
+        (_triton_span_logits, "span_logits_triton"),
     ):
         original = getattr(module, name)
 
@@ -357,3 +361,60 @@ def test_lstm_half_precision(triton_calls) -> None:
     out = bidirectional_lstm(gates, w_hh, lens, backend="triton")
     assert triton_calls == ["lstm_triton"] and out.dtype == torch.float16
     _bf16_close(out, bidirectional_lstm(gates, w_hh, lens, backend="torch"))
+
+
+# --- GLiNER span logits -----------------------------------------------------------------------
+
+# (spans, table rows, inner, labels, with bias, rows dtype): ragged tiles on every axis, more
+# labels than one label tile (70 > 64), the served width (inner 2048), int32 rows
+SPAN_CASES = [
+    (1, 3, 64, 5, True, torch.int64),
+    (150, 40, 192, 5, True, torch.int64),
+    (70, 9, 130, 37, False, torch.int64),
+    (33, 12, 96, 70, True, torch.int32),
+    (64, 20, 2048, 16, True, torch.int64),
+]
+
+
+def _span_inputs(spans, table_rows, inner, labels, with_bias, rows_dtype, dtype=torch.float32):
+    g = torch.Generator().manual_seed(spans + inner + labels)
+    table = torch.randn(table_rows, inner, generator=g).to(dtype)
+    rows = torch.randint(0, table_rows, (spans, 2), generator=g).to(rows_dtype)
+    weight = (torch.randn(labels, inner, generator=g) / inner**0.5).to(dtype)
+    bias = torch.randn(labels, generator=g).to(dtype) if with_bias else None
+    return table, rows, weight, bias
+
+
+def _ref_span_logits(table, rows, weight, bias):
+    hidden = (table[rows[:, 0].long()].double() + table[rows[:, 1].long()].double()).clamp_min(0)
+    out = hidden @ weight.double().T
+    return out if bias is None else out + bias.double()
+
+
+@pytest.mark.parametrize("case", SPAN_CASES)
+def test_span_logits(triton_calls, case) -> None:
+    table, rows, weight, bias = _span_inputs(*case)
+    out = span_logits(table, rows, weight, bias, backend="triton")
+    assert triton_calls == ["span_logits_triton"]
+    assert out.shape == (rows.shape[0], weight.shape[0]) and out.dtype == torch.float32
+    expected = _ref_span_logits(table, rows, weight, bias).float()
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out, span_logits(table, rows, weight, bias, backend="torch"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_span_logits_half_precision(triton_calls, dtype: torch.dtype) -> None:
+    table, rows, weight, bias = _span_inputs(100, 30, 256, 5, True, torch.int64, dtype)
+    out = span_logits(table, rows, weight, bias, backend="triton")
+    assert triton_calls == ["span_logits_triton"] and out.dtype == dtype
+    # the hidden layer is rounded to the dtype on both paths (the interpreter truncates)
+    torch.testing.assert_close(
+        out.float(), span_logits(table, rows, weight, bias, backend="torch").float(),
+        rtol=2e-2, atol=3e-2,
+    )  # fmt: skip
+
+
+def test_span_logits_without_spans(triton_calls) -> None:
+    table, rows, weight, bias = _span_inputs(1, 4, 64, 5, True, torch.int64)
+    out = span_logits(table, rows[:0], weight, bias, backend="triton")
+    assert out.shape == (0, 5)

@@ -17,6 +17,7 @@ from .geglu import fused_geglu
 from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm, fused_rmsnorm
 from .lstm import bidirectional_lstm
 from .rope import build_rope_cache, fused_rope
+from .span_logits import span_logits
 from .version import __version__
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "relative_scores",
     "select_backend",
     "sequence_bounds",
+    "span_logits",
     "triton_available",
     "triton_disabled",
 ]

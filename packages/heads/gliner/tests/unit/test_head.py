@@ -435,3 +435,30 @@ def test_head_runs_in_the_model_dtype_unless_the_config_names_one(named, expecte
         hf_config=hf_config, dtype=torch.bfloat16, head_dtype=resolved
     )
     assert head_dtype(model_config) == expected
+
+
+def test_span_kernel_is_opt_in_and_changes_no_score_on_the_cpu(monkeypatch):
+    """``VLLM_FACTORY_GLINER_SPAN_KERNEL=1`` hands the folded span scoring to
+    ``span_logits`` with ``backend="auto"`` (Triton on a GPU; its kernel is checked against the
+    fallback in the kernels' interpreter suite); on the CPU that is the same fallback."""
+    import vllm_factory.heads.gliner.head as head_module
+
+    model = head()
+    prompts = [prompt(2, (1, 2, 1, 1, 1), 0), prompt(3, (2, 1, 1), 1)]
+    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+    hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
+    monkeypatch.delenv(head_module.SPAN_KERNEL_ENV, raising=False)
+    assert head_module.span_kernel_backend() == "torch"
+    default = model(hidden, requests)
+    calls = []
+    real = head_module.span_logits
+
+    def spy(table, rows, weight, bias=None, *, backend):
+        calls.append(backend)
+        return real(table, rows, weight, bias, backend=backend)
+
+    monkeypatch.setattr(head_module, "span_logits", spy)
+    monkeypatch.setenv(head_module.SPAN_KERNEL_ENV, "1")
+    for a, b in zip(default, model(hidden, requests)):
+        assert torch.equal(a, b)
+    assert calls == ["auto"]
