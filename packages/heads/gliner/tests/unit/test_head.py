@@ -462,3 +462,14 @@ def test_span_kernel_is_opt_in_and_changes_no_score_on_the_cpu(monkeypatch):
     for a, b in zip(default, model(hidden, requests)):
         assert torch.equal(a, b)
     assert calls == ["auto"]
+
+
+def test_lstm_two_streams_are_opt_in(monkeypatch):
+    import vllm_factory.heads.gliner.head as head_module
+
+    monkeypatch.delenv(head_module.LSTM_TWO_STREAMS_ENV, raising=False)
+    assert not head_module.lstm_two_streams_wanted()
+    monkeypatch.setenv(head_module.LSTM_TWO_STREAMS_ENV, "1")
+    assert head_module.lstm_two_streams_wanted()
+    monkeypatch.setenv(head_module.LSTM_TWO_STREAMS_ENV, "0")
+    assert not head_module.lstm_two_streams_wanted()

@@ -89,3 +89,25 @@ def test_outputs_survive_the_next_replay(monkeypatch):
     kept = out.clone()
     rnn(word_batch(8, 100, 512, torch.bfloat16, 2)[0], lengths)
     torch.testing.assert_close(out, kept, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@torch.inference_mode()
+def test_two_stream_graphs_match_cudnn_packed(dtype, monkeypatch):
+    """``VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS=1``: the backward direction captured on a stream
+    of its own, beside the forward one; replays give cuDNN's packed BiLSTM."""
+    torch.manual_seed(0)
+    rnn = WordLSTM(512, 1).to("cuda", dtype).eval()
+    for seed, (batch, steps) in enumerate([(13, 300), (9, 290), (3, 40)]):
+        words, lengths = word_batch(batch, steps, 512, dtype, seed)
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "0")
+        expected = rnn(words, lengths)
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "1")
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS", "1")
+        got = rnn(words, lengths)
+        monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS")
+        real = torch.cat([(got - expected)[row, :n] for row, n in enumerate(lengths.tolist())])
+        worst, mean = real.abs().max().item(), real.abs().float().mean().item()
+        assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
+    assert not rnn._graphs_failed and rnn._branch is not None
+    assert all(key[-1] for key in rnn._graphs)
