@@ -39,7 +39,11 @@ def test_layout_after_truncation_and_empty_words():
 
 def test_wire_round_trip_and_lookup():
     layout = WordLayout(7, (1, 3, 1))
+    assert isinstance(layout.to_wire(), bytes) and len(layout.to_wire()) == 16
     assert WordLayout.from_wire(layout.to_wire()) == layout
+    assert WordLayout.from_wire([7, 1, 3, 1]) == layout  # the older list form
+    big = WordLayout(70_000, (300, 0, 1))  # past 16 bits
+    assert WordLayout.from_wire(big.to_wire()) == big
     ids = torch.tensor([2, 10, 11, 3])
     extra = {LAYOUT_KEY: {prompt_key([2, 10, 11, 3]): layout.to_wire()}}
     assert layout_for(extra, ids) == layout
@@ -51,7 +55,9 @@ def test_lookup_without_a_layout_is_none_never_an_error():
     assert layout_for({}, ids) is None  # vLLM's start-up dummy runs carry no extra data
     assert layout_for(None, ids) is None
     assert layout_for({LAYOUT_KEY: {prompt_key([9]): [0, 1]}}, ids) is None  # other prompt
-    for malformed in ([-1], [], [3, [1, 2]], [3, 1.5], ["3", "1"], [[3, 1]], None, "31"):
+    for malformed in (
+        [-1], [], [3, [1, 2]], [3, 1.5], ["3", "1"], [[3, 1]], None, "31", b"", b"\x01\x02\x03",
+    ):  # fmt: skip
         assert layout_for({LAYOUT_KEY: {prompt_key(ids): malformed}}, ids) is None, malformed
     assert layout_for({LAYOUT_KEY: {prompt_key(ids): [1, 2, 0]}}, ids) == WordLayout(1, (2, 0))
     assert WordLayout(2, (1, 1)).fits(4) and not WordLayout(2, (1, 2)).fits(4)

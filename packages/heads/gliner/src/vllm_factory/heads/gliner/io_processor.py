@@ -7,7 +7,7 @@ input order; character offsets into the text), or with ``return_scores`` one
 
 What crosses to the engine per prompt: its token ids, plus in ``PoolingParams.extra_kwargs``
 a map from a digest of each prompt's ids to its word layout (first text token and sub-token
-count per word, about one byte per word). Online, vLLM sends one ``PoolingParams`` for all
+count per word, four bytes per word). Online, vLLM sends one ``PoolingParams`` for all
 prompts of a request, which is why the layouts are keyed by prompt content. The engine sends
 back the sigmoid score tensor ``[words, max_width, labels]``; thresholds and decoding are
 applied here, so they cost the engine nothing.

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from vllm_factory.heads.gliner.prompts import ints_from_wire, ints_to_wire
 from vllm_factory.models.gliner2.schema import SchemaPlan
 
 LAYOUT_KEY = "gliner2_layouts"
@@ -203,17 +204,17 @@ class PromptLayout:
     word_positions: tuple[int, ...]
     tasks: tuple[tuple[int, tuple[int, ...]], ...]
 
-    def to_wire(self) -> list[int]:
+    def to_wire(self) -> bytes:
         out = [len(self.word_positions), *self.word_positions, len(self.tasks)]
         for kind, markers in self.tasks:
             out += [kind, len(markers), *markers]
-        return out
+        return ints_to_wire(out)
 
     @classmethod
-    def from_wire(cls, values: Sequence[int]) -> PromptLayout:
-        values = [int(v) for v in values]
-        if any(v < 0 for v in values):
-            raise ValueError("negative value in a GLiNER2 prompt layout")
+    def from_wire(cls, values: bytes | Sequence[int]) -> PromptLayout:
+        """The layout :meth:`to_wire` sent (or its numbers as a flat list); anything else
+        raises ``ValueError`` or ``IndexError``."""
+        values = ints_from_wire(values).tolist()
         n = values[0]
         words = tuple(values[1 : 1 + n])
         cursor = 1 + n
