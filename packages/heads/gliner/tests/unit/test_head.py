@@ -473,3 +473,72 @@ def test_lstm_two_streams_are_opt_in(monkeypatch):
     assert head_module.lstm_two_streams_wanted()
     monkeypatch.setenv(head_module.LSTM_TWO_STREAMS_ENV, "0")
     assert not head_module.lstm_two_streams_wanted()
+
+
+def test_row_buckets_sizes():
+    """Rounded up to 1/32 of the power of two (at least 16): a few percent more rows, few
+    distinct sizes; zero stays zero; off means unchanged."""
+    from vllm_factory.heads.gliner.head import RowBuckets
+
+    on = RowBuckets(True)
+    sizes = {on.size(n) for n in range(1, 8193)}
+    assert len(sizes) < 150
+    for n in range(1, 8193):
+        size = on.size(n)
+        assert size >= n and size % 16 == 0
+        assert n < 256 or size <= n * 1.0625  # below 256 the grain is 16 rows
+    assert on.size(0) == 0 and on.size(5000) == 5120
+    assert RowBuckets(False).size(5000) == 5000
+    padded = on.rows(torch.arange(6).view(3, 2))
+    assert (
+        padded.shape == (16, 2)
+        and padded[3:].eq(0).all()
+        and padded[:3].eq(torch.arange(6).view(3, 2)).all()
+    )
+
+
+def test_row_buckets_are_for_gpus_unless_the_switch_says(monkeypatch):
+    import vllm_factory.heads.gliner.head as head_module
+
+    monkeypatch.delenv(head_module.ROW_BUCKETS_ENV, raising=False)
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    assert not head_module.RowBuckets.for_device(cpu).active
+    assert head_module.RowBuckets.for_device(gpu).active
+    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "0")
+    assert not head_module.RowBuckets.for_device(gpu).active
+    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "1")
+    assert head_module.RowBuckets.for_device(cpu).active
+
+
+@pytest.mark.parametrize("labels", [(2, 3), (3, 3), (40, 40)])  # different / equal / unfolded
+@pytest.mark.parametrize("projection", [False, True])
+def test_row_buckets_change_no_score(monkeypatch, labels, projection):
+    """The GPU's padded products (words, labels, span rows and tokens rounded up with zero
+    rows), run on the CPU: every prompt's scores as without padding, whether the labels are
+    folded or not, in one chunk or several."""
+    import vllm_factory.heads.gliner.head as head_module
+
+    changes = {"encoder_hidden_size": 12 if projection else 8}
+    model = head(**changes).double()
+    width = changes["encoder_hidden_size"]
+    prompts = [prompt(labels[0], (1, 2, 1, 1, 1), 0), prompt(labels[1], (2, 1, 1), 1)]
+    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+    hidden = [torch.randn(len(r.token_ids), width, dtype=torch.float64) for r in requests]
+    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "0")
+    plain = model(hidden, requests)
+    calls = []
+    real = head_module.RowBuckets.rows
+
+    def spy(self, tensor):
+        out = real(self, tensor)
+        calls.append(out.shape[0] > tensor.shape[0])
+        return out
+
+    monkeypatch.setattr(head_module.RowBuckets, "rows", spy)
+    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "1")
+    for chunk in (head_module.SPAN_CHUNK["cpu"], 3 * 4 * 8 * 2):  # one chunk; two words each
+        monkeypatch.setitem(head_module.SPAN_CHUNK, "cpu", chunk)
+        for a, b in zip(plain, model(hidden, requests)):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    assert any(calls)  # something was padded

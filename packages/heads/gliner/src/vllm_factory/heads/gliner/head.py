@@ -400,12 +400,16 @@ class MarkerV0(nn.Module):
             )
         )
 
-    def span_rows(self, first: torch.Tensor, num_words: torch.Tensor) -> torch.Tensor:
+    def span_rows(
+        self, first: torch.Tensor, num_words: torch.Tensor, table_words: int | None = None
+    ) -> torch.Tensor:
         """``[N * max_width, 2]``: the span table rows (start term, end term) of every span
         (word r, width k), in that order. Words of several texts lie back to back;
         ``first[r]`` is the row of the first word of row r's text and ``num_words[r]`` that
-        text's length (both ``[N]``, on the device)."""
+        text's length (both ``[N]``, on the device). ``table_words``: the words the table was
+        made of (its end terms start there), ``N`` unless it was made of padded rows."""
         total = first.shape[0]
+        table_words = total if table_words is None else table_words
         row = torch.arange(total, device=first.device).unsqueeze(1)
         end = row + torch.arange(self.max_width, device=first.device).unsqueeze(0)
         base = first.unsqueeze(1)
@@ -413,7 +417,7 @@ class MarkerV0(nn.Module):
         # (0, 0), the text's first word.
         outside = end >= (first + num_words).unsqueeze(1)  # [N, max_width]
         start_rows = torch.where(outside, base, row)
-        end_rows = torch.where(outside, base, end) + total
+        end_rows = torch.where(outside, base, end) + table_words
         return torch.stack((start_rows, end_rows), -1).view(-1, 2)
 
     @staticmethod
@@ -612,8 +616,8 @@ class GLiNERSpanHead(FactoryPooler):
         """Sigmoid scores ``[num_words, max_width, num_labels]`` (float32, on the CPU), one per
         prompt of ``plan``, in its input order.
 
-        The MLPs run on the step's words back to back (no padding); the BiLSTM on the padded
-        batch. The span MLP's first layer is made per word (:meth:`MarkerV0.span_table`); its
+        The MLPs run on the step's words back to back (on a GPU with zero rows up to a
+        :class:`RowBuckets` size); the BiLSTM on the padded batch. The span MLP's first layer is made per word (:meth:`MarkerV0.span_table`); its
         last layer is folded into the label vectors (``(W h + b) . l == h . (W^T l) + b . l``)
         while the step has fewer labels than ``4/3`` of the width, so a span costs one gathered
         sum and a product with the step's labels. Spans are scored a ``SPAN_CHUNK`` at a time,
@@ -622,13 +626,15 @@ class GLiNERSpanHead(FactoryPooler):
         bi-encoder's label vectors are rows of ``label_table``."""
         dtype = self.prompt_rep_layer[0].weight.dtype
         tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(dtype)
+        pad = RowBuckets.for_device(tokens.device)
         if self.settings.has_projection:
-            tokens = self.token_rep_layer.projection(tokens)
+            tokens = self.token_rep_layer.projection(pad.rows(tokens))
         index = plan.device_index(tokens.device)
-        if label_table is None:  # [all labels, width]
-            labels = self.prompt_rep_layer(tokens[index["label_row"]])
+        label_row = pad.rows(index["label_row"])  # padded rows read token (or label) 0
+        if label_table is None:  # [labels of the step (padded), width]
+            labels = self.prompt_rep_layer(tokens[label_row])
         else:
-            labels = label_table[index["label_row"]]
+            labels = label_table[label_row]
         words = self.word_vectors(tokens, plan, index)
         if self.settings.runs_rnn:
             padded = words.new_zeros(plan.batch * plan.max_words, words.shape[-1])
@@ -636,27 +642,30 @@ class GLiNERSpanHead(FactoryPooler):
             padded = self.rnn(padded.view(plan.batch, plan.max_words, -1), plan.lengths)
             words = padded.flatten(0, 1)[index["word_slot"]]
         marker = self.span_rep_layer.span_rep_layer
+        total, max_width = words.shape[0], marker.max_width
+        words = pad.rows(words)
         table = marker.span_table(*marker.endpoints(words))
-        span_rows = marker.span_rows(index["first"], index["length"])
+        span_rows = marker.span_rows(index["first"], index["length"], words.shape[0])
         last = marker.out_project[3]
         inner = table.shape[-1]
-        if fold_labels(labels.shape[0], words.shape[-1]):  # folded: [labels, inner], [labels]
+        if fold_labels(plan.total_labels, words.shape[-1]):  # [labels, inner], [labels]
             weight, bias = labels @ last.weight, labels @ last.bias
         else:
             weight, bias = None, None
+            labels = labels[: plan.total_labels]
         columns = plan.label_columns(index)  # [words, labels per prompt] or None
-        total, max_width = words.shape[0], marker.max_width
         budget = SPAN_CHUNK["cpu" if words.device.type == "cpu" else "other"]
         step = max(1, budget // (max_width * inner))
         parts = []
         for r in range(0, total, step):
             rows = slice(r, min(r + step, total))
-            chosen = span_rows[rows.start * max_width : rows.stop * max_width]
+            count = (rows.stop - rows.start) * max_width
+            chosen = pad.rows(span_rows[rows.start * max_width : rows.stop * max_width])
             if weight is not None:  # relu(start row + end row) . folded labels
                 logits = span_logits(table, chosen, weight, bias, backend=span_kernel_backend())
             else:
                 logits = last(marker.span_hidden(table, chosen)) @ labels.T
-            logits = logits.view(-1, max_width, labels.shape[0])
+            logits = logits[:count].view(-1, max_width, logits.shape[-1])
             if columns is not None:  # each word's own labels: [n, max_width, labels per prompt]
                 logits = torch.gather(
                     logits, 2, columns[rows].unsqueeze(1).expand(-1, max_width, -1)
@@ -684,6 +693,49 @@ class GLiNERSpanHead(FactoryPooler):
                 0, index["word_of_row"], tokens[index["word_row"]], reduce, include_self=False
             )
         return words
+
+
+# Unset: on a GPU the head's GEMMs take their rows padded up to a bucket (RowBuckets); "0"
+# turns that off, "1" turns it on on every device (the CPU tests run the padded path with it).
+ROW_BUCKETS_ENV = "VLLM_FACTORY_GLINER_ROW_BUCKETS"
+
+
+class RowBuckets:
+    """Row counts of the head's matrix products rounded up to a few sizes, with zero rows.
+
+    A step's words, labels and spans differ in number from one step to the next, so every
+    product of the head (the word endpoints' MLPs, the span table, the label projections, the
+    span x label product) would meet a new problem shape at almost every step. On a GPU each
+    new shape costs host time in cuBLAS's kernel selection: in the H200 profile of a saturated
+    deberta_gliner server ``aten::addmm`` took 156 us of the engine's CPU per call and
+    ``aten::mm`` 231 us, against ~10 us for a launch. Buckets: the next multiple of 1/32 of
+    the count's power of two (at least 16), so at most ~6 % more rows and ~16 sizes per
+    doubling. Padded rows read row 0 of whatever they index and their results are dropped.
+    """
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+
+    @classmethod
+    def for_device(cls, device: torch.device) -> RowBuckets:
+        """On where the head runs on a GPU, unless ``VLLM_FACTORY_GLINER_ROW_BUCKETS=0``;
+        ``=1`` turns it on anywhere."""
+        wanted = os.environ.get(ROW_BUCKETS_ENV, "").strip()
+        return cls(wanted == "1" or (wanted != "0" and device.type == "cuda"))
+
+    def size(self, rows: int) -> int:
+        """``rows`` rounded up to its bucket (itself when off or zero)."""
+        if not self.active or rows == 0:
+            return rows
+        grain = max(16, 1 << max(0, rows.bit_length() - 5))
+        return -(-rows // grain) * grain
+
+    def rows(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` with zero rows appended along dim 0 up to its bucket."""
+        extra = self.size(tensor.shape[0]) - tensor.shape[0]
+        if extra == 0:
+            return tensor
+        return F.pad(tensor, (0, 0) * (tensor.dim() - 1) + (0, extra))
 
 
 def fold_labels(num_labels: int, width: int) -> bool:
@@ -719,6 +771,7 @@ class StepPlan:
         self.pooling = pooling
         self.batch = len(order)
         self.max_words, self.total_words = max(num_words), sum(num_words)
+        self.total_labels = sum(num_labels)
         self.lengths = torch.tensor(num_words, dtype=torch.long)  # CPU, as LSTM packing wants
         self._arrays = arrays
 
