@@ -245,7 +245,7 @@ def test_in_graph_attention_matches_the_split_point_op(vllm_context, name: str) 
     assert torch.isfinite(rows[1]).all()
 
 
-def test_in_graph_attention_is_opt_in_and_cuda_only(monkeypatch) -> None:
+def test_in_graph_attention_is_the_cuda_default_unless_turned_off(monkeypatch) -> None:
     import types
 
     from vllm_factory.backbones.deberta import encoder
@@ -254,6 +254,8 @@ def test_in_graph_attention_is_opt_in_and_cuda_only(monkeypatch) -> None:
     cuda = types.SimpleNamespace(device_config=types.SimpleNamespace(device_type="cuda"))
     cpu = types.SimpleNamespace(device_config=types.SimpleNamespace(device_type="cpu"))
     monkeypatch.delenv(encoder.IN_GRAPH_ATTENTION_ENV, raising=False)
+    assert encoder.rows_attention_usable(cuda)
+    monkeypatch.setenv(encoder.IN_GRAPH_ATTENTION_ENV, "0")
     assert not encoder.rows_attention_usable(cuda)
     monkeypatch.setenv(encoder.IN_GRAPH_ATTENTION_ENV, "1")
     assert encoder.rows_attention_usable(cuda)

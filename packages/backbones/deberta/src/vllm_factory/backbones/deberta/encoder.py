@@ -220,18 +220,19 @@ def _(q, k, v, row_start, row_end, rel_index, c2p, p2c, scale_factor, max_seqlen
     return None
 
 
-# Opt-in: GPU-checked with deberta_gliner (H200, fp32 and bf16, default and eager, graphs to
-# 8192 tokens) and faster there at every load, most with --async-scheduling (README); not yet
-# checked with gliner2.
+# On by default on CUDA engines, "0" turns it off (the attention is then a split point). GPU-
+# checked with every DeBERTa package (deberta_gliner and its bi-encoder, gliner2; H200, fp32
+# and bf16; gpu/results/h200-gliner-s16-opt-ins) and faster than the split point at every load
+# of the deberta_gliner benchmarks, most with --async-scheduling (their README).
 IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION"
 
 
 def rows_attention_usable(vllm_config: Any) -> bool:
-    """Whether the in-graph attention (:data:`ROWS_OP`) serves this engine: asked for with
-    ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=1``, on a CUDA device with Triton usable;
-    otherwise (and on CPU engines, with ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine)
-    the attention is a split point that reads the layout on the host."""
-    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip() != "1":
+    """Whether the in-graph attention (:data:`ROWS_OP`) serves this engine: on a CUDA device
+    with Triton usable, unless ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=0``; otherwise (and on
+    CPU engines, with ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine) the attention is a
+    split point that reads the layout on the host."""
+    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip() == "0":
         return False
     device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
     return device == "cuda" and triton_available() and not triton_disabled()

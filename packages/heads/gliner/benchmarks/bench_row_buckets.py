@@ -2,7 +2,7 @@
 head's words, labels and spans do, step after step) against the same rows rounded up to the
 head's buckets (``vllm_factory.heads.gliner.head.RowBuckets``).
 
-    python gpu/probe/gemm_shapes.py --out gemm-shapes.json
+    python packages/heads/gliner/benchmarks/bench_row_buckets.py --out row-buckets.json
 
 Per case: the mean host time of one ``F.linear`` launch (no synchronisation inside the timed
 loop: what the engine's thread pays) and the device time of the loop, for the GLiNER head's
