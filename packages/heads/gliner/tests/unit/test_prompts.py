@@ -17,6 +17,28 @@ def test_split_words_like_gliner_whitespace_splitter():
     assert len(split_words("a b c d", max_len=2)) == 2
 
 
+def test_split_words_are_the_patterns_matches_with_their_offsets():
+    """One ``split`` call and running offsets give exactly ``finditer``'s matches: texts with
+    leading / trailing / mixed whitespace, scripts, accents, emoji, joined words, lone marks."""
+    import random
+
+    from vllm_factory.heads.gliner.prompts import WORD_PATTERN, Word
+
+    pool = ["state-of-the-art", "e_mail", "naïve", "東京", "Москва", "U.S.A.", "don't", "3.5%",
+            "__x__", "a-", "-b", "🙂", "x", ",", "(", "$4.5m", "\u00a0", "tab\tbed", "Zürich"]  # fmt: skip
+    rng = random.Random(0)
+    texts = ["", " ", "\n\t ", "one", "  lead and trail  "]
+    texts += [rng.choice(["", " ", "  ", "\n"]).join(rng.choices(pool, k=rng.randint(1, 60)))
+              + rng.choice(["", " ", "\n "]) for _ in range(300)]  # fmt: skip
+    for text in texts:
+        expected = [Word(m.group(), m.start(), m.end()) for m in WORD_PATTERN.finditer(text)]
+        got = split_words(text)
+        assert got == expected and all(type(w) is Word for w in got)
+        assert all(text[w.start : w.end] == w.text for w in got)
+        for limit in (0, 1, 7):
+            assert split_words(text, limit) == expected[:limit]
+
+
 def test_prompt_words_and_unique_labels():
     labels = unique_labels(["a", "b", "a"])
     assert labels == ["a", "b"]
