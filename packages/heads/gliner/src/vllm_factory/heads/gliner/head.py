@@ -617,8 +617,9 @@ class GLiNERSpanHead(FactoryPooler):
         prompt of ``plan``, in its input order.
 
         The MLPs run on the step's words back to back (on a GPU with zero rows up to a
-        :class:`RowBuckets` size); the BiLSTM on the padded batch. The span MLP's first layer is made per word (:meth:`MarkerV0.span_table`); its
-        last layer is folded into the label vectors (``(W h + b) . l == h . (W^T l) + b . l``)
+        :class:`RowBuckets` size); the BiLSTM on the padded batch. The span MLP's first layer
+        is made per word (:meth:`MarkerV0.span_table`); its last layer is folded into the
+        label vectors (``(W h + b) . l == h . (W^T l) + b . l``)
         while the step has fewer labels than ``4/3`` of the width, so a span costs one gathered
         sum and a product with the step's labels. Spans are scored a ``SPAN_CHUNK`` at a time,
         so the memory a step needs stays bounded whatever vLLM schedules. Each prompt keeps the
