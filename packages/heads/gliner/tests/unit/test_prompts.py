@@ -39,6 +39,28 @@ def test_split_words_are_the_patterns_matches_with_their_offsets():
             assert split_words(text, limit) == expected[:limit]
 
 
+def test_text_words_is_a_sequence_of_words_made_on_lookup():
+    """``split_words`` keeps strings and offsets; every way a caller reads it (index, negative
+    index, slice, iteration, ``texts``) gives the ``Word`` values the splitter defines."""
+    import pytest
+    from vllm_factory.heads.gliner.prompts import WORD_PATTERN, TextWords, Word
+
+    text = "  Ada met Bob, in  London. "
+    words = split_words(text)
+    expected = [Word(m.group(), m.start(), m.end()) for m in WORD_PATTERN.finditer(text)]
+    assert isinstance(words, TextWords) and len(words) == len(expected) == 7
+    assert words.texts == [w.text for w in expected]
+    assert words[0] == expected[0] and words[-1] == expected[-1] and words[3] == Word(",", 13, 14)
+    assert words[2:5] == expected[2:5] and words[::-2] == expected[::-2]
+    assert list(words) == expected and words == expected and words != expected[:-1]
+    with pytest.raises(IndexError):
+        words[7]
+    with pytest.raises(IndexError):
+        words[-8]
+    cut = split_words(text, max_len=3)
+    assert cut.texts == ["Ada", "met", "Bob"] and cut[-1] == expected[2]
+
+
 def test_prompt_words_and_unique_labels():
     labels = unique_labels(["a", "b", "a"])
     assert labels == ["a", "b"]

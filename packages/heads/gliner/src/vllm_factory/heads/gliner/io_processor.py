@@ -48,7 +48,7 @@ from vllm_factory.heads.gliner.linking import (
 from vllm_factory.heads.gliner.prep import LABELS_TOKENIZER_DIR
 from vllm_factory.heads.gliner.prompts import (
     LAYOUT_KEY,
-    Word,
+    TextWords,
     WordLayout,
     layout_from_word_ids,
     prompt_key,
@@ -150,11 +150,11 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         return [list(ids) for ids in encoded]
 
     def encode(
-        self, text_words: Sequence[Word], labels: Sequence[str]
+        self, text_words: TextWords, labels: Sequence[str]
     ) -> tuple[list[int], WordLayout]:
         """Token ids and word layout of one text's words (:meth:`text_words`), exactly as
         gliner builds them (a bi-encoder's prompt is the text's words alone)."""
-        words = [w.text for w in text_words]
+        words = text_words.texts
         prompt = (
             []
             if self.settings.bi_encoder
@@ -163,7 +163,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         ids, word_ids = self.word_tokenizer(prompt + words)
         return ids, layout_from_word_ids(word_ids, len(prompt), len(words))
 
-    def text_words(self, request: GLiNERRequest, index: int) -> list[Word]:
+    def text_words(self, request: GLiNERRequest, index: int) -> TextWords:
         """Text ``index``'s words (gliner's splitter, at most the request's or the checkpoint's
         ``max_len``), split once per request and kept with it for its response."""
         if request._words is None:
