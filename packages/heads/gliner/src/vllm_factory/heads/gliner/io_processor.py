@@ -149,9 +149,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 )
         return [list(ids) for ids in encoded]
 
-    def encode(
-        self, text_words: TextWords, labels: Sequence[str]
-    ) -> tuple[list[int], WordLayout]:
+    def encode(self, text_words: TextWords, labels: Sequence[str]) -> tuple[list[int], WordLayout]:
         """Token ids and word layout of one text's words (:meth:`text_words`), exactly as
         gliner builds them (a bi-encoder's prompt is the text's words alone)."""
         words = text_words.texts
