@@ -234,7 +234,7 @@ def main() -> int:
     parser.add_argument("--wheelhouse", action="store_true", help="also (re)build the vLLM parts")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument(
-        "--part-mib", type=int, default=48,
+        "--part-mib", type=int, default=36,
         help="wheelhouse parts of at most this size (a transfer carries the checkout too)",
     )  # fmt: skip
     parser.add_argument(
