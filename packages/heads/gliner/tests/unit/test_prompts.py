@@ -53,6 +53,7 @@ def test_text_words_is_a_sequence_of_words_made_on_lookup():
     assert words[0] == expected[0] and words[-1] == expected[-1] and words[3] == Word(",", 13, 14)
     assert words[2:5] == expected[2:5] and words[::-2] == expected[::-2]
     assert list(words) == expected and words == expected and words != expected[:-1]
+    assert words.bounds(0, 0) == (2, 5) and words.bounds(2, 6) == (expected[2].start, 26)
     with pytest.raises(IndexError):
         words[7]
     with pytest.raises(IndexError):

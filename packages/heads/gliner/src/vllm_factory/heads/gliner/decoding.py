@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from vllm_factory.heads.gliner.prompts import Word
+from vllm_factory.heads.gliner.prompts import TextWords, Word
 
 
 class UnscoredText(RuntimeError):
@@ -148,7 +148,7 @@ def class_probs(cell: np.ndarray, labels: Sequence[str]) -> dict[str, float]:
 
 def to_entities(
     spans: Sequence[Candidate],
-    words: Sequence[Word],
+    words: TextWords,
     labels: Sequence[str],
     text: str,
     scores: torch.Tensor | None = None,
@@ -158,7 +158,7 @@ def to_entities(
     cells = None if scores is None else scores.numpy()
     entities = []
     for span in spans:
-        start, end = words[span.start].start, words[span.end].end
+        start, end = words.bounds(span.start, span.end)
         entity = {
             "start": start,
             "end": end,

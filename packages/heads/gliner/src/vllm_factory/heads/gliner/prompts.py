@@ -74,6 +74,11 @@ class TextWords(Sequence[Word]):
         at = 2 * index + 1
         return _make_word((self.texts[index], self._offsets[at], self._offsets[at + 1]))
 
+    def bounds(self, first: int, last: int) -> tuple[int, int]:
+        """Character offsets from word ``first``'s start to word ``last``'s end (an entity's
+        span; both indexes ``>= 0``), without making their ``Word``s."""
+        return self._offsets[2 * first + 1], self._offsets[2 * last + 2]
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
             return NotImplemented
