@@ -62,6 +62,28 @@ def test_text_words_is_a_sequence_of_words_made_on_lookup():
     assert cut.texts == ["Ada", "met", "Bob"] and cut[-1] == expected[2]
 
 
+def test_layout_from_counts_numbers_words_as_layout_from_word_ids():
+    """Words with no token (zero counts, or cut by truncation) shift the numbering as gliner's
+    word mask does, in the prompt and in the text, for random counts, frames and cuts."""
+    import random
+
+    from vllm_factory.heads.gliner.prompts import layout_from_counts
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        prompt_words, text_words = rng.randint(0, 6), rng.randint(0, 12)
+        counts = [rng.choice([0, 1, 1, 2, 3]) for _ in range(prompt_words + text_words)]
+        prefix, suffix = rng.randint(0, 2), rng.randint(0, 2)
+        word_ids = [w for w, c in enumerate(counts) for _ in range(c)]
+        cut = rng.randint(0, len(word_ids))  # right truncation: the counts it leaves
+        word_ids = word_ids[:cut]
+        kept = [word_ids.count(w) for w in range(len(counts))]
+        framed = [None] * prefix + word_ids + [None] * suffix
+        expected = layout_from_word_ids(framed, prompt_words, text_words)
+        got = layout_from_counts(kept, prefix, prompt_words, text_words, len(framed))
+        assert got == expected, (counts, cut, prefix, suffix)
+
+
 def test_prompt_words_and_unique_labels():
     labels = unique_labels(["a", "b", "a"])
     assert labels == ["a", "b"]

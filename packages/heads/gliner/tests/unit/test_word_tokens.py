@@ -120,6 +120,12 @@ def test_steps_aside_when_its_probe_disagrees(tokenizer, monkeypatch):
     assert not words.cached
     own = tokenizer(["Ada"], is_split_into_words=True, truncation=True, max_length=64)
     assert words(["Ada"])[0] == list(own["input_ids"])
+    from vllm_factory.heads.gliner.prompts import layout_from_word_ids
+
+    own = tokenizer(["<<SEP>>", "Ada"], is_split_into_words=True, truncation=True, max_length=64)
+    ids, layout = words.prompt(["<<SEP>>", "Ada"], 1)  # the tokenizer's own call and word ids
+    assert ids == list(own["input_ids"])
+    assert layout == layout_from_word_ids(own.word_ids(), 1, 1) and layout.counts[0] > 0
 
 
 def test_cache_is_bounded(tokenizer, monkeypatch):
@@ -136,3 +142,20 @@ def test_calls_do_not_change_the_tokenizers_own_settings(tokenizer):
     words(["London"] * 30)
     long = tokenizer(["London"] * 30, is_split_into_words=True)
     assert len(long["input_ids"]) > 20  # no truncation left behind on the shared tokenizer
+
+
+@pytest.mark.parametrize("max_length", [512, 24])
+def test_prompt_layout_is_the_one_of_the_tokenizers_own_word_ids(tokenizer, max_length):
+    """The cached path's layout (from token counts) equals the layout of the tokenizer's own
+    ``word_ids()``, with label-prompt words first and truncation into the text."""
+    from vllm_factory.heads.gliner.prompts import layout_from_word_ids
+
+    words = WordTokenizer(tokenizer, max_length)
+    rng = random.Random(7 + max_length)
+    for _ in range(150):
+        prompt = [rng.choice(MARKERS + ["person", "city"]) for _ in range(rng.randint(0, 9))]
+        sample = prompt + [_word(rng) for _ in range(rng.randint(0, 300))]
+        ids, layout = words.prompt(sample, len(prompt))
+        own = tokenizer(sample, is_split_into_words=True, truncation=True, max_length=max_length)
+        expected = layout_from_word_ids(own.word_ids(), len(prompt), len(sample) - len(prompt))
+        assert ids == list(own["input_ids"]) and layout == expected

@@ -50,7 +50,6 @@ from vllm_factory.heads.gliner.prompts import (
     LAYOUT_KEY,
     TextWords,
     WordLayout,
-    layout_from_word_ids,
     prompt_key,
     prompt_words,
     split_words,
@@ -158,8 +157,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             if self.settings.bi_encoder
             else prompt_words(labels, self.settings.ent_token, self.settings.sep_token)
         )
-        ids, word_ids = self.word_tokenizer(prompt + words)
-        return ids, layout_from_word_ids(word_ids, len(prompt), len(words))
+        return self.word_tokenizer.prompt(prompt + words, len(prompt))
 
     def text_words(self, request: GLiNERRequest, index: int) -> TextWords:
         """Text ``index``'s words (gliner's splitter, at most the request's or the checkpoint's

@@ -199,6 +199,21 @@ def layout_from_word_ids(
     return WordLayout(first_token, tuple(counts))
 
 
+def layout_from_counts(
+    counts: Sequence[int], start: int, num_prompt_words: int, num_words: int, total: int
+) -> WordLayout:
+    """The layout :func:`layout_from_word_ids` gives for a single sequence whose words' tokens
+    lie back to back from position ``start``, word ``i`` holding ``counts[i]`` of them (prompt
+    words first), ``total`` tokens in all: gliner numbers only the words that kept a token, so
+    the text's words are the kept words after the first ``num_prompt_words`` kept ones."""
+    kept = [count for count in counts if count]
+    text = kept[num_prompt_words : num_prompt_words + num_words]
+    if not text:
+        return WordLayout(total, (0,) * num_words)
+    first = start + sum(kept[:num_prompt_words])
+    return WordLayout(first, (*text, *(0,) * (num_words - len(text))))
+
+
 def prompt_key(token_ids: Sequence[int] | torch.Tensor) -> str:
     """Stable key of a prompt's token ids (same value in the API and engine processes).
 
