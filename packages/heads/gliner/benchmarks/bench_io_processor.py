@@ -139,12 +139,13 @@ def main() -> None:
             words = [n for _, n in pending]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    checkpoint = "/".join(args.checkpoint.parts[-2:])  # no machine path in the results
     result = {
         "machine": {"processor": platform.processor() or platform.machine(),
                     "python": platform.python_version(), "torch": torch.__version__},
         "settings": {"words_per_text": args.words, "labels": len(LABELS), "threshold": THRESHOLD,
                      "requests": args.requests, "rounds": args.rounds,
-                     "token_limit": args.token_limit, "checkpoint": "/".join(args.checkpoint.parts[-2:])},
+                     "token_limit": args.token_limit, "checkpoint": checkpoint},
         "calibration": {"exponent": round(exponent, 3), "entities_per_word": round(density, 4),
                         "candidates_per_word": round(candidates, 3)},
         "words_per_request": sum(words) / len(words),

@@ -139,7 +139,7 @@ class WordTokenizer:
         """Token ids and word layout of a GLiNER prompt: ``num_prompt_words`` label-prompt
         words, then the text's words. With the cache the layout comes from each word's token
         count (:func:`layout_from_counts`), with no list of word ids and no pass over the
-        tokens: about a third of the API process's time for a 512-token prompt."""
+        tokens (pre-processing 850 -> 650 us a 384-word request on a 2-core CI machine)."""
         num_words = len(words) - num_prompt_words
         if not self.cached:
             ids, word_ids = self._own_call(words)
