@@ -542,3 +542,57 @@ def test_row_buckets_change_no_score(monkeypatch, labels, projection):
             assert a.shape == b.shape
             torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
     assert any(calls)  # something was padded
+
+
+@pytest.mark.parametrize("labels", [(2, 2), (3, 3)])
+@pytest.mark.parametrize("pooling", ["first", "mean"])
+def test_span_graphs_fixed_shape_path_changes_no_score(monkeypatch, labels, pooling):
+    """The span graphs' body (opt-in, ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=1``) run on the CPU on
+    its static buffers: steps of one bucket with fewer and more words one after the other
+    (stale rows past a step's words), a second bucket, and steps it does not take (label counts
+    that differ between prompts) all score as the eager head."""
+    import vllm_factory.heads.gliner.head as head_module
+
+    model = head(subtoken_pooling=pooling).double()
+    steps = [
+        [prompt(labels[0], (1, 2, 1, 1, 1), 0), prompt(labels[1], (2, 1, 1), 1)],
+        [prompt(labels[0], (1, 1), 2)],  # fewer words: the same bucket, stale rows after them
+        [prompt(labels[0], (1, 2, 1, 1, 1, 1, 1, 3), 3), prompt(labels[1], (2, 1, 1, 1), 4)],
+        [prompt(labels[0], (1,) * 20, 5)],  # another bucket
+        [prompt(2, (1, 2, 1), 6), prompt(4, (1, 1), 7)],  # label counts differ: eager
+    ]
+    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "1")
+    built = []
+    real = head_module.SpanGraphs._build
+
+    def spy(self, *args):
+        built.append(args[1:4])
+        return real(self, *args)
+
+    monkeypatch.setattr(head_module.SpanGraphs, "_build", spy)
+    for prompts in steps:
+        requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+        hidden = [torch.randn(len(r.token_ids), 12, dtype=torch.float64) for r in requests]
+        monkeypatch.delenv(head_module.SPAN_GRAPHS_ENV, raising=False)
+        eager = model(hidden, requests)
+        monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "1")
+        for a, b in zip(eager, model(hidden, requests)):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    # one build per bucket (word rows, label rows, labels a prompt), none for the last step
+    assert len(built) == len(set(built)) == 2
+    assert all(rows >= 16 for rows, _, _ in built)
+
+
+def test_span_graphs_are_opt_in_and_never_on_an_eager_server(monkeypatch):
+    import vllm_factory.heads.gliner.head as head_module
+
+    words = torch.zeros(3, 8)
+    monkeypatch.delenv(head_module.SPAN_GRAPHS_ENV, raising=False)
+    assert not head_module.SpanGraphs(True).takes(words)
+    monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "1")
+    assert head_module.SpanGraphs(True).takes(words)
+    assert head(cuda_graphs=False).span_graphs.cuda_graphs is False
+    graphs = head_module.SpanGraphs(True, limit=0)  # past the limit: the eager head scores
+    assert graphs.scores(head(), words, torch.zeros(2, 8), *(torch.zeros(3, dtype=torch.long),) * 2,
+                         torch.zeros(3, 1, dtype=torch.long)) is None  # fmt: skip

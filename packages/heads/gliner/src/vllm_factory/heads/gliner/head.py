@@ -481,6 +481,7 @@ class GLiNERSpanHead(FactoryPooler):
             }
         if settings.num_rnn_layers > 0:
             self.rnn = WordLSTM(width, settings.num_rnn_layers, cuda_graphs)
+        self.span_graphs = SpanGraphs(cuda_graphs)  # not a module: no weights of its own
         self.span_rep_layer = SpanRepLayer(width, settings.max_width)
         self.prompt_rep_layer = projection(width)
         if dtype is not None:
@@ -627,7 +628,8 @@ class GLiNERSpanHead(FactoryPooler):
         sum and a product with the step's labels. Spans are scored a ``SPAN_CHUNK`` at a time,
         so the memory a step needs stays bounded whatever vLLM schedules. Each prompt keeps the
         columns of its own labels; the step's scores reach the host in one copy. A
-        bi-encoder's label vectors are rows of ``label_table``."""
+        bi-encoder's label vectors are rows of ``label_table``. Opted in, the scoring after
+        the BiLSTM is replayed from a CUDA graph per bucket (:class:`SpanGraphs`)."""
         dtype = self.prompt_rep_layer[0].weight.dtype
         tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(dtype)
         pad = RowBuckets.for_device(tokens.device)
@@ -645,19 +647,54 @@ class GLiNERSpanHead(FactoryPooler):
             padded[index["word_slot"]] = words
             padded = self.rnn(padded.view(plan.batch, plan.max_words, -1), plan.lengths)
             words = padded.flatten(0, 1)[index["word_slot"]]
+        max_width = self.span_rep_layer.span_rep_layer.max_width
+        columns = plan.label_columns(index)  # [words, labels per prompt] or None
+        scores = None
+        if columns is not None and fold_labels(plan.total_labels, words.shape[-1]):
+            scores = self.span_graphs.scores(
+                self, words, labels, index["first"], index["length"], columns
+            )
+        if scores is None:
+            logits = self.span_logits(
+                pad.rows(words), labels, index["first"], index["length"], columns, pad,
+                plan.total_labels,
+            )  # fmt: skip
+            if columns is None:  # prompts with different label counts: blocks back to back
+                logits = torch.cat(
+                    [logits[rows, :, cols].flatten() for _, rows, cols in plan.blocks()]
+                )
+            scores = torch.sigmoid(logits.float())
+        if scores.device.type != "cpu":  # vLLM syncs before it reads a pooler output
+            scores = scores.to("cpu", non_blocking=True)
+        return plan.split(scores.flatten(), max_width)
+
+    def span_logits(
+        self,
+        words: torch.Tensor,
+        labels: torch.Tensor,
+        first: torch.Tensor,
+        length: torch.Tensor,
+        columns: torch.Tensor | None,
+        pad: RowBuckets,
+        num_labels: int | None = None,
+    ) -> torch.Tensor:
+        """Span x label logits ``[len(first), max_width, C]`` of the word rows ``first`` /
+        ``length`` describe (:meth:`MarkerV0.span_rows`; ``words`` may hold more, padded,
+        rows): ``C`` the labels per prompt where ``columns`` picks each word's own, else every
+        label of the step. The span MLP's last layer is folded into ``labels`` where
+        :func:`fold_labels` says so for ``num_labels`` (the step's real labels; ``None``:
+        always folded). Spans are scored a ``SPAN_CHUNK`` at a time."""
         marker = self.span_rep_layer.span_rep_layer
-        total, max_width = words.shape[0], marker.max_width
-        words = pad.rows(words)
+        total, max_width = first.shape[0], marker.max_width
         table = marker.span_table(*marker.endpoints(words))
-        span_rows = marker.span_rows(index["first"], index["length"], words.shape[0])
+        span_rows = marker.span_rows(first, length, words.shape[0])
         last = marker.out_project[3]
         inner = table.shape[-1]
-        if fold_labels(plan.total_labels, words.shape[-1]):  # [labels, inner], [labels]
-            weight, bias = labels @ last.weight, labels @ last.bias
+        if num_labels is None or fold_labels(num_labels, words.shape[-1]):
+            weight, bias = labels @ last.weight, labels @ last.bias  # [labels, inner], [labels]
         else:
             weight, bias = None, None
-            labels = labels[: plan.total_labels]
-        columns = plan.label_columns(index)  # [words, labels per prompt] or None
+            labels = labels[:num_labels]
         budget = SPAN_CHUNK["cpu" if words.device.type == "cpu" else "other"]
         step = max(1, budget // (max_width * inner))
         parts = []
@@ -675,13 +712,7 @@ class GLiNERSpanHead(FactoryPooler):
                     logits, 2, columns[rows].unsqueeze(1).expand(-1, max_width, -1)
                 )
             parts.append(logits)
-        logits = parts[0] if len(parts) == 1 else torch.cat(parts)
-        if columns is None:  # prompts with different label counts: blocks back to back
-            logits = torch.cat([logits[rows, :, cols].flatten() for _, rows, cols in plan.blocks()])
-        scores = torch.sigmoid(logits.float())
-        if scores.device.type != "cpu":  # vLLM syncs before it reads a pooler output
-            scores = scores.to("cpu", non_blocking=True)
-        return plan.split(scores.flatten(), max_width)
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def word_vectors(
         self, tokens: torch.Tensor, plan: StepPlan, index: dict[str, torch.Tensor]
@@ -740,6 +771,137 @@ class RowBuckets:
         if extra == 0:
             return tensor
         return F.pad(tensor, (0, 0) * (tensor.dim() - 1) + (0, extra))
+
+
+# Opt-in, "1": on a GPU the head's span scoring after the BiLSTM (endpoint MLPs, span table,
+# folded labels, span x label products, sigmoid) replayed from CUDA graphs (SpanGraphs); on the
+# CPU the same fixed-shape path runs eagerly (what the unit tests check).
+SPAN_GRAPHS_ENV = "VLLM_FACTORY_GLINER_SPAN_GRAPHS"
+# At most this many span-scoring graphs per head (buckets past it run eagerly).
+SPAN_GRAPHS_LIMIT = 64
+
+
+def span_graphs_wanted() -> bool:
+    """Whether :class:`SpanGraphs` runs: opted in with ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=1``,
+    until GPU-checked and measured served."""
+    return os.environ.get(SPAN_GRAPHS_ENV, "").strip() == "1"
+
+
+class SpanGraphs:
+    """The head's span scoring (:meth:`GLiNERSpanHead.span_logits` and the sigmoid) at fixed
+    shapes, replayed on a GPU from one CUDA graph per bucket: (word rows rounded up by
+    :class:`RowBuckets`, the step's padded label rows, labels per prompt, width, dtype, device,
+    span backend).
+
+    Eagerly that part of a step is ~30 launches (six products with cuBLAS's host-side kernel
+    choice, the span rows, a gather and a product per span chunk), on the engine's only thread:
+    in the H200 profile at 256 clients (deberta_gliner, session 17) ``Linear`` launches alone
+    were 14.7 % of that thread's samples. A replay is five copies into the bucket's static
+    inputs and one launch.
+
+    Static inputs past a step's real rows keep an earlier step's values (or zeros): padded word
+    rows only score their own spans (dropped), and an earlier step's ``first`` / ``length`` /
+    ``columns`` of the same bucket still index inside the table and the label rows. Only prompts
+    with one label count (``columns``) and folded labels come here. On the CPU (tests) the same
+    buffers are used and the body runs eagerly instead of a replay. A capture that fails is said
+    once and the head scores eagerly from then on."""
+
+    def __init__(self, cuda_graphs: bool, limit: int = SPAN_GRAPHS_LIMIT) -> None:
+        self.cuda_graphs = cuda_graphs  # False for an eager server (--enforce-eager)
+        self.limit = limit
+        self._entries: dict[tuple, tuple[list[torch.Tensor], torch.Tensor, object]] = {}
+        self._pool: object = None
+        self._failed = False
+
+    def takes(self, words: torch.Tensor) -> bool:
+        """Opted in and usable for ``words``: on a GPU when the server may capture graphs (not
+        while another capture runs), or on the CPU (the eager fixed-shape path)."""
+        if not span_graphs_wanted() or self._failed:
+            return False
+        if words.is_cuda:
+            return self.cuda_graphs and not torch.cuda.is_current_stream_capturing()
+        return words.device.type == "cpu"
+
+    def scores(
+        self,
+        head: GLiNERSpanHead,
+        words: torch.Tensor,
+        labels: torch.Tensor,
+        first: torch.Tensor,
+        length: torch.Tensor,
+        columns: torch.Tensor,
+    ) -> torch.Tensor | None:
+        """Sigmoid scores ``[words, max_width, labels per prompt]`` (float32, on ``words``'
+        device) of a step's ``words`` ``[N, width]`` against its ``labels`` (all rows; padded
+        ones are never picked by ``columns`` ``[N, C]``), or ``None`` where this path does not
+        run (not :meth:`takes`, past the graph limit, a failed capture): score eagerly."""
+        if not self.takes(words):
+            return None
+        count = words.shape[0]
+        rows = RowBuckets(True).size(count)
+        key = (rows, labels.shape[0], columns.shape[1], words.shape[1], words.dtype,
+               words.device, span_kernel_backend())  # fmt: skip
+        entry = self._entries.get(key)
+        if entry is None:
+            if len(self._entries) >= self.limit:
+                return None
+            try:
+                entry = self._entries[key] = self._build(head, *key[:5], words.device)
+            except Exception:  # never raise in the engine: score eagerly from now on
+                logger.warning("GLiNER span head: CUDA graph capture failed; scores eagerly",
+                               exc_info=True)  # fmt: skip
+                self._failed = True
+                return None
+        inputs, out, graph = entry
+        for static, value in zip(inputs, (words, labels, first, length, columns)):
+            static[: value.shape[0]].copy_(value)
+        if graph is None:  # the CPU: the same body on the same buffers, eagerly
+            out = self._body(head, inputs)
+        else:
+            graph.replay()  # type: ignore[attr-defined]
+        return out[:count]
+
+    @staticmethod
+    def _body(head: GLiNERSpanHead, inputs: list[torch.Tensor]) -> torch.Tensor:
+        words, labels, first, length, columns = inputs
+        logits = head.span_logits(words, labels, first, length, columns, RowBuckets(False))
+        return torch.sigmoid(logits.float())
+
+    def _build(
+        self,
+        head: GLiNERSpanHead,
+        rows: int,
+        label_rows: int,
+        per_prompt: int,
+        width: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> tuple[list[torch.Tensor], torch.Tensor, object]:
+        index = {"dtype": torch.long, "device": device}
+        inputs = [
+            torch.zeros(rows, width, dtype=dtype, device=device),
+            torch.zeros(label_rows, width, dtype=dtype, device=device),
+            torch.zeros(rows, **index),  # first: padded rows are texts of no words at row 0
+            torch.zeros(rows, **index),
+            torch.zeros(rows, per_prompt, **index),
+        ]
+        if device.type != "cuda":
+            return inputs, self._body(head, inputs), None
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):  # warm-up: cuBLAS and Triton choose outside the capture
+            self._body(head, inputs)
+        torch.cuda.current_stream(device).wait_stream(side)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+            out = self._body(head, inputs)
+        logger.info(
+            "GLiNER span head: CUDA graph captured for %d word rows x %d labels (%d a prompt)",
+            rows, label_rows, per_prompt,
+        )  # fmt: skip
+        return inputs, out, graph
 
 
 def fold_labels(num_labels: int, width: int) -> bool:

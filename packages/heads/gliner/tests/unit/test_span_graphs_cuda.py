@@ -1,0 +1,84 @@
+"""The GLiNER head's span scoring replayed from CUDA graphs (``SpanGraphs``; opt-in,
+``VLLM_FACTORY_GLINER_SPAN_GRAPHS=1``) against the same head scoring eagerly, on a GPU.
+CUDA only: on a CPU host these are skipped (and counted as such; ``test_head.py`` checks the
+same fixed-shape path eagerly on the CPU); the GPU check's host runs them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from vllm_factory.core.pooler import PoolerRequest
+from vllm_factory.heads.gliner.head import SPAN_GRAPHS_ENV, GLiNERSpanHead
+from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
+from vllm_factory.heads.gliner.settings import GLiNERSettings
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+ENT = 50
+# deberta_gliner's bench widths: hidden 768, spans up to 12 words
+SETTINGS = GLiNERSettings(
+    hidden_size=768, encoder_hidden_size=768, max_width=12, max_len=512, span_mode="markerV0",
+    subtoken_pooling="first", num_rnn_layers=1, embed_ent_token=True, class_token_index=ENT,
+    ent_token="<<ENT>>", sep_token="<<SEP>>", words_splitter_type="whitespace",
+    encoder_model_type="deberta-v2",
+)  # fmt: skip
+# (max, mean) abs difference of sigmoid scores: the same kernels replayed, bf16 rounding aside
+TOLERANCE = {torch.float32: (1e-5, 1e-7), torch.bfloat16: (2e-2, 1e-3)}
+
+
+def request(labels: int, words: int, seed: int) -> tuple[PoolerRequest, int]:
+    generator = torch.Generator().manual_seed(seed)
+    counts = tuple(torch.randint(1, 3, (words,), generator=generator).tolist())
+    ids = [1] + [ENT, 7] * labels + [51]
+    first = len(ids)
+    ids += torch.randint(100, 200, (sum(counts),), generator=generator).tolist() + [2]
+    token_ids = torch.tensor(ids)
+    extra = {LAYOUT_KEY: {prompt_key(token_ids): WordLayout(first, counts).to_wire()}}
+    return PoolerRequest(token_ids=token_ids, extra=extra), len(ids)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@torch.inference_mode()
+def test_replays_score_as_the_eager_head(dtype, monkeypatch):
+    torch.manual_seed(0)
+    head = GLiNERSpanHead(dataclasses.replace(SETTINGS), dtype=dtype).to("cuda").eval()
+    steps = [  # one bucket with more and fewer words, another, one with mixed label counts
+        [(5, 330, 0), (5, 300, 1), (5, 120, 2)],
+        [(5, 320, 3), (5, 310, 4), (5, 115, 5)],
+        [(5, 40, 6)],
+        [(3, 200, 7), (5, 100, 8)],
+    ]
+    for step in steps:
+        built = [request(*shape) for shape in step]
+        requests = [r for r, _ in built]
+        hidden = [torch.randn(n, 768, device="cuda", dtype=dtype) for _, n in built]
+        monkeypatch.delenv(SPAN_GRAPHS_ENV, raising=False)
+        eager = head(hidden, requests)
+        monkeypatch.setenv(SPAN_GRAPHS_ENV, "1")
+        graphed = head(hidden, requests)
+        torch.cuda.synchronize()
+        for a, b in zip(eager, graphed):
+            assert a.shape == b.shape and b.device.type == "cpu"
+            worst, mean = (a - b).abs().max().item(), (a - b).abs().mean().item()
+            assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
+    graphs = head.span_graphs
+    assert not graphs._failed
+    assert len(graphs._entries) == 2  # the mixed-label step scored eagerly
+    assert all(graph is not None for _, _, graph in graphs._entries.values())
+
+
+@torch.inference_mode()
+def test_results_survive_the_next_replay(monkeypatch):
+    monkeypatch.setenv(SPAN_GRAPHS_ENV, "1")
+    torch.manual_seed(0)
+    head = GLiNERSpanHead(dataclasses.replace(SETTINGS), dtype=torch.bfloat16).to("cuda").eval()
+    first, n = request(5, 200, 0)
+    (out,) = head([torch.randn(n, 768, device="cuda", dtype=torch.bfloat16)], [first])
+    torch.cuda.synchronize()
+    kept = out.clone()
+    second, n = request(5, 205, 1)
+    head([torch.randn(n, 768, device="cuda", dtype=torch.bfloat16)], [second])
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, kept, atol=0, rtol=0)
