@@ -132,7 +132,9 @@ def repack(wheelhouse: Path, part_mib: int) -> list[Path]:
             f.rename(loose / f.name)
     for name, pieces in chunks.items():
         with open(loose / name, "wb") as whole:
-            whole.writelines(piece.read_bytes() for piece in sorted(pieces))
+            # by chunk name, not by path: part10/ sorts before part2/
+            ordered = sorted(pieces, key=lambda piece: piece.name)
+            whole.writelines(piece.read_bytes() for piece in ordered)
     kept = installer.read_bytes()
     for old in wheelhouse.glob("part*"):
         shutil.rmtree(old)
