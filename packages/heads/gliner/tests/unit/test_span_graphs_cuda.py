@@ -9,21 +9,18 @@ import dataclasses
 
 import pytest
 import torch
+from test_head import ENT
+from test_head import SETTINGS as TINY
 from vllm_factory.core.pooler import PoolerRequest
 from vllm_factory.heads.gliner.head import SPAN_GRAPHS_ENV, GLiNERSpanHead
 from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
-from vllm_factory.heads.gliner.settings import GLiNERSettings
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-ENT = 50
 # deberta_gliner's bench widths: hidden 768, spans up to 12 words
-SETTINGS = GLiNERSettings(
-    hidden_size=768, encoder_hidden_size=768, max_width=12, max_len=512, span_mode="markerV0",
-    subtoken_pooling="first", num_rnn_layers=1, embed_ent_token=True, class_token_index=ENT,
-    ent_token="<<ENT>>", sep_token="<<SEP>>", words_splitter_type="whitespace",
-    encoder_model_type="deberta-v2",
-)  # fmt: skip
+SETTINGS = dataclasses.replace(
+    TINY, hidden_size=768, encoder_hidden_size=768, max_width=12, max_len=512
+)
 # (max, mean) abs difference of sigmoid scores: the same kernels replayed, bf16 rounding aside
 TOLERANCE = {torch.float32: (1e-5, 1e-7), torch.bfloat16: (2e-2, 1e-3)}
 
