@@ -176,18 +176,23 @@ def pack_parts(loose: Path, dest: Path, part_mib: int) -> list[Path]:
 
 # gliner and gliner.serve on the GPU host (the GLiNER benches' reference and peer server):
 # the kit's pins, less torch and what the image has; flashdeberta for --enable-flashdeberta.
-GLINER_KIT = ROOT / "testing" / "src" / "vllm_factory" / "testing" / "gliner"
+KITS = ROOT / "testing" / "src" / "vllm_factory" / "testing"
+GLINER_KIT = KITS / "gliner"
 GLINER_SERVE_EXTRAS = ["flashdeberta==0.0.8"]
+# The bench checkpoints' builders on the host (--bench-references): gliner's pins, and PyLate with
+# the few of its pinned dependencies the image lacks (enough for both builds on an H200,
+# 2026-11-29; the full PyLate venv adds pandas, pyarrow, scipy, ...): ~30 MiB, one transfer.
+PYLATE_ON_HOST = {"sentence-transformers", "datasets", "dill", "multiprocess", "ujson"}
 IMAGE_PACKAGES = {"torch", "numpy", "sympy", "networkx", "mpmath", "jinja2", "markupsafe",
                   "setuptools"}  # fmt: skip
-SERVE_INSTALL = """#!/usr/bin/env bash
-# Run on the GPU host after every part was copied into $HOME/serve-stage/: gliner, Ray Serve and
-# flashdeberta into $HOME/ref (the reference interpreter: PYTHONPATH=$HOME/ref).
+HOST_INSTALL = """#!/usr/bin/env bash
+# Run on the GPU host after every part was copied into $HOME/{stage}/: the reference wheels
+# into $HOME/ref (the reference interpreter: PYTHONPATH=$HOME/ref).
 set -euo pipefail
 shopt -s nullglob
-cd "$HOME/serve-stage"
+cd "$HOME/{stage}"
 for first in *.whl.part-00; do
-  name=${first%.part-00}; cat "$name".part-* > "$name"; rm "$name".part-*
+  name=${{first%.part-00}}; cat "$name".part-* > "$name"; rm "$name".part-*
 done
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/ref" ./*.whl
 echo "installed into $HOME/ref"
@@ -199,26 +204,25 @@ def _distribution(wheel: str) -> str:
     return canonicalize_name(wheel.split("-", 1)[0])
 
 
-def stage_gliner_serve(dest: Path, part_mib: int) -> list[Path]:
-    """``dest/part1..N``: the wheels that gliner and ``python -m gliner.serve`` need on the
-    host, less those the image or the vLLM wheelhouse (``.gpu/wheelhouse``, when staged) has;
-    the last part holds ``install.sh``."""
+def _pins(path: Path) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def stage_host_wheels(dest: Path, pins: list[str], stage: str, part_mib: int) -> list[Path]:
+    """``dest/part1..N``: CPython 3.12 wheels of ``pins`` for the host, less those the image or
+    the vLLM wheelhouse (``.gpu/wheelhouse``, when staged) has; the last part holds
+    ``install.sh``, which expects every part in ``$HOME/<stage>/``."""
     if dest.exists():
         shutil.rmtree(dest)
     loose = dest / "loose"
     loose.mkdir(parents=True)
-    pins = [
-        line.strip()
-        for name in ("requirements-gliner.txt", "requirements-gliner-serve.txt")
-        for line in (GLINER_KIT / name).read_text(encoding="utf-8").splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
     download = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(loose),
                 "--only-binary=:all:", "--implementation", "cp", *HOST_PLATFORM,
                 "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
                 "--platform", "any"]  # fmt: skip
     wanted = [p for p in pins if canonicalize_name(p.split("==")[0]) not in IMAGE_PACKAGES]
-    subprocess.run([*download, *wanted, *GLINER_SERVE_EXTRAS], check=True)
+    subprocess.run([*download, *wanted], check=True)
     present = IMAGE_PACKAGES | {
         _distribution(f.name) for f in (STAGE / "wheelhouse").glob("part*/*.whl*")
     }
@@ -226,9 +230,29 @@ def stage_gliner_serve(dest: Path, part_mib: int) -> list[Path]:
         if _distribution(wheel.name) in present:
             wheel.unlink()
     folders = pack_parts(loose, dest, part_mib)
-    (folders[-1] / "install.sh").write_text(SERVE_INSTALL, encoding="utf-8")
+    (folders[-1] / "install.sh").write_text(HOST_INSTALL.format(stage=stage), encoding="utf-8")
     (folders[-1] / "install.sh").chmod(0o755)
     return folders
+
+
+def gliner_serve_pins() -> list[str]:
+    """What gliner and ``python -m gliner.serve`` need (the kit's pins) and flashdeberta."""
+    names = ("requirements-gliner.txt", "requirements-gliner-serve.txt")
+    return [pin for name in names for pin in _pins(GLINER_KIT / name)] + GLINER_SERVE_EXTRAS
+
+
+def bench_reference_pins() -> list[str]:
+    """What the GLiNER and ColBERT benches' checkpoint builders import on the host."""
+    pylate = [
+        pin
+        for pin in _pins(KITS / "colbert" / "requirements-pylate.txt")
+        if canonicalize_name(pin.split("==")[0]) in PYLATE_ON_HOST
+    ]
+    return [
+        *_pins(GLINER_KIT / "requirements-gliner.txt"),
+        *pylate,
+        *_pins(KITS / "colbert" / "pylate-nodeps.txt"),
+    ]
 
 
 def main() -> int:
@@ -246,6 +270,11 @@ def main() -> int:
     parser.add_argument(
         "--gliner-serve", action="store_true",
         help="also gliner, Ray Serve and flashdeberta for the host, in parts (.gpu/serve/)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bench-references", action="store_true",
+        help="also gliner and PyLate for the bench checkpoints' builders on the host "
+        "(.gpu/bench-refs/, installed from $HOME/bench-refs/)",
     )  # fmt: skip
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -267,8 +296,15 @@ def main() -> int:
         parts = repack(STAGE / "wheelhouse", args.part_mib)
         logger.info("wheelhouse: %d parts of at most %d MiB", len(parts), args.part_mib)
     if args.gliner_serve:
-        parts = stage_gliner_serve(STAGE / "serve", args.part_mib)
+        parts = stage_host_wheels(
+            STAGE / "serve", gliner_serve_pins(), "serve-stage", args.part_mib
+        )
         logger.info("gliner.serve: %d parts of at most %d MiB", len(parts), args.part_mib)
+    if args.bench_references:
+        parts = stage_host_wheels(
+            STAGE / "bench-refs", bench_reference_pins(), "bench-refs", args.part_mib
+        )
+        logger.info("bench references: %d parts of at most %d MiB", len(parts), args.part_mib)
     sizes = subprocess.run(
         ["du", "-sh", *sorted(map(str, STAGE.iterdir()))],
         check=False,
