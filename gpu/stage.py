@@ -9,12 +9,15 @@ Puts under ``<repo>/.gpu/`` (ignored by git), for ``gpu/check.py`` to use there:
   reference library's fp32 CPU outputs), built here in the reference venvs if missing;
 - ``serve/part1..N`` (with ``--gliner-serve``): gliner, Ray Serve and flashdeberta for the
   host's reference interpreter (the GLiNER benches' in-process baseline and ``gliner.serve``);
+- ``bench-refs/part1..N`` (with ``--bench-references``): gliner and PyLate for the bench
+  checkpoints' builders on the host;
 - ``wheelhouse/part1..N`` (with ``--wheelhouse``): CUDA vLLM and what the host lacks, from the
   shared wheelhouse script (``$VLLM_FACTORY_WHEELHOUSE_SCRIPT``, by default
   ``../shared/gpu/prepare-wheelhouse.sh`` beside this checkout), in parts small enough to
   travel one at a time; the last part holds ``install.sh``.
 
-    python gpu/stage.py [--wheelhouse] [--gliner-serve] [--no-references] [--python PYTHON]
+    python gpu/stage.py [--wheelhouse] [--gliner-serve] [--bench-references] [--no-references]
+        [--python PYTHON]
 
 ``--python``: the interpreter that builds the references (it needs this repository's
 ``vllm-factory-core`` and ``vllm-factory-testing`` importable; the default is the one running

@@ -9,11 +9,10 @@ import dataclasses
 
 import pytest
 import torch
-from test_head import ENT
 from test_head import SETTINGS as TINY
+from test_head import prompt
 from vllm_factory.core.pooler import PoolerRequest
 from vllm_factory.heads.gliner.head import SPAN_GRAPHS_ENV, GLiNERSpanHead
-from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -26,14 +25,11 @@ TOLERANCE = {torch.float32: (1e-5, 1e-7), torch.bfloat16: (2e-2, 1e-3)}
 
 
 def request(labels: int, words: int, seed: int) -> tuple[PoolerRequest, int]:
+    """A prompt of ``words`` words of one or two sub-tokens (``test_head.prompt``)."""
     generator = torch.Generator().manual_seed(seed)
     counts = tuple(torch.randint(1, 3, (words,), generator=generator).tolist())
-    ids = [1] + [ENT, 7] * labels + [51]
-    first = len(ids)
-    ids += torch.randint(100, 200, (sum(counts),), generator=generator).tolist() + [2]
-    token_ids = torch.tensor(ids)
-    extra = {LAYOUT_KEY: {prompt_key(token_ids): WordLayout(first, counts).to_wire()}}
-    return PoolerRequest(token_ids=token_ids, extra=extra), len(ids)
+    ids, extra = prompt(labels, counts, seed)
+    return PoolerRequest(token_ids=ids, extra=extra), len(ids)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
