@@ -21,7 +21,13 @@ window from the ``pos_key`` / ``pos_query`` projections on the tensor cores and 
 pair's term with ``tl.gather`` took 0.906 ms per layer (best tile 0.778 ms) against 0.371 ms
 for the precomputed scores read per pair, the two ``relative_scores`` products included;
 no tile configuration beats the default for the latter
-(``results/h200-deberta-attention-scores-sweep.json``).
+(``results/h200-deberta-attention-scores-sweep.json``). Also dropped (2026-11-29, H200, the same
+shapes and this benchmark): reading each tile's p2c entries as a ``[keys, queries]`` tile (so
+that neighbouring threads read neighbouring buckets of one key's row, not one element from each
+of 32 rows) and transposing it in registers with ``tl.trans``: the in-graph form (by rows,
+projections included) took 1.227 ms per layer against 0.428 ms, ``flash_deberta_attention``
+1.000 against 0.359 ms (v3-large: 1.620 / 0.561 and 1.320 / 0.467 ms); the layout conversion
+costs more than the scattered reads, which the caches absorb.
 Exits 0 with a message when no CUDA device or no triton is present.
 """
 
