@@ -44,6 +44,8 @@ import workspace
 STAGE = ROOT / ".gpu"
 # Runtime dependencies of our wheels that neither the GPU image nor the vLLM wheelhouse has.
 HOST_EXTRAS = ["orjson>=3.9"]
+# Tools of the bench on the host, staged with the bench references.
+BENCH_TOOLS = ["py-spy==0.4.3"]
 HOST_PLATFORM = ["--python-version", "3.12", "--platform", "manylinux_2_17_x86_64"]
 logger = logging.getLogger("gpu.stage")
 # Imports every package's reference module and prints its (built or cached) folders: those of
@@ -245,7 +247,8 @@ def gliner_serve_pins() -> list[str]:
 
 
 def bench_reference_pins() -> list[str]:
-    """What the GLiNER and ColBERT benches' checkpoint builders import on the host."""
+    """What the GLiNER and ColBERT benches' checkpoint builders import on the host, and py-spy
+    (the bench's ``--py-spy``; its binary lands in ``$HOME/ref/bin``)."""
     pylate = [
         pin
         for pin in _pins(KITS / "colbert" / "requirements-pylate.txt")
@@ -255,6 +258,7 @@ def bench_reference_pins() -> list[str]:
         *_pins(GLINER_KIT / "requirements-gliner.txt"),
         *pylate,
         *_pins(KITS / "colbert" / "pylate-nodeps.txt"),
+        *BENCH_TOOLS,
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -79,3 +80,35 @@ def test_profile_summary_counts_inclusive_and_exclusive(tmp_path: Path) -> None:
     assert '== Thread 1 "MainThread": 20 samples' in text and "idle" not in text
     assert "100.0% main (app.py:1)" in text
     assert " 75.0% tokenize (tok.py:7)" in text and " 25.0% respond (resp.py:9)" in text
+
+
+def test_py_spy_records_the_tree_with_the_extra_options(tmp_path: Path, monkeypatch) -> None:
+    """With ``py_spy`` and ``py_spy_args`` the probe runs ``py-spy record`` on the root's whole
+    tree for the window, the extra options (e.g. ``--gil``) on its command line, and stops it
+    with SIGINT (on which py-spy writes its file). A stand-in ``py-spy`` on ``PATH`` records its
+    arguments and, on SIGINT, writes the output file."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    argv = tmp_path / "argv.txt"
+    fake = bin_dir / "py-spy"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        f'printf "%s\\n" "$@" > {argv}\n'
+        'out=""; prev=""; for a in "$@"; do [ "$prev" = --output ] && out=$a; prev=$a; done\n'
+        "trap 'echo {} > \"$out\"; exit 0' INT\n"
+        "while true; do sleep 0.05; done\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    server = subprocess.Popen(["sleep", "5"])
+    out = tmp_path / "profiles" / "engine.speedscope.json"
+    try:
+        with Usage(server.pid, py_spy=out, py_spy_args=["--gil", "--idle"]):
+            time.sleep(0.2)
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    args = argv.read_text().split()
+    assert args[:4] == ["record", "--pid", str(server.pid), "--subprocesses"]
+    assert args[-2:] == ["--gil", "--idle"] and args[args.index("--output") + 1] == str(out)
+    assert out.read_text().strip() == "{}"

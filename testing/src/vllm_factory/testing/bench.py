@@ -312,6 +312,9 @@ class BenchConfig:
     """An existing checkpoint to use instead of the spec's cached build."""
     py_spy: Path | None = None
     """Folder for a py-spy profile of every server process per closed-loop point."""
+    py_spy_args: list[str] = field(default_factory=list)
+    """More ``py-spy record`` options, e.g. ``--gil`` (only threads holding the GIL: whether
+    a process's threads together are bound by it) or ``--idle``."""
     torch_profile: Path | None = None
     """Folder for vLLM's torch profile of each vLLM server (GPU time by kernel): one more
     closed loop at the highest concurrency after the measured points, not reported as one."""
@@ -726,7 +729,10 @@ def run_server(
         profile = None
         if config.py_spy is not None and point is not None:
             profile = config.py_spy / f"{spec.name}-{point}.speedscope.json"
-        return Usage(pid, gpu=config.device == "cuda", py_spy=profile, root_role=server.root_role)
+        return Usage(
+            pid, gpu=config.device == "cuda", py_spy=profile, py_spy_args=config.py_spy_args,
+            root_role=server.root_role,
+        )  # fmt: skip
 
     def finish(point: Point, first: int, seen: Usage) -> dict[str, Any]:
         entry = point.to_dict()
@@ -968,6 +974,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         help="profile every server process with py-spy per closed-loop point (speedscope files)",
     )  # fmt: skip
     ap.add_argument(
+        "--py-spy-arg", action="append", default=[], metavar="ARG",
+        help="one more py-spy record option with --py-spy, e.g. --py-spy-arg=--gil (repeatable)",
+    )  # fmt: skip
+    ap.add_argument(
         "--torch-profile", type=Path, metavar="DIR",
         help="after the measured points, one more closed loop at the highest concurrency under "
         "vLLM's torch profiler (vLLM servers only); GPU time by kernel in the JSON and DIR",
@@ -1016,6 +1026,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     config.ref_threads = args.ref_threads
     config.checkpoint = args.checkpoint
     config.py_spy = args.py_spy
+    config.py_spy_args = args.py_spy_arg
     config.torch_profile = args.torch_profile
     config.seed = args.seed
     return args, config

@@ -14,7 +14,8 @@ and, on exit, holds
   ``nvidia-smi``.
 
 With ``py_spy`` (a file path) and ``py-spy`` on ``PATH``, the whole tree is also sampled by
-``py-spy record --subprocesses`` for the same window, written as a speedscope file;
+``py-spy record --subprocesses`` for the same window, written as a speedscope file (with
+``py_spy_args`` such as ``--gil``: only the samples of threads holding the GIL);
 ``python -m vllm_factory.testing.usage FILE`` prints where each thread spent its samples.
 
 Linux only (``/proc``); elsewhere the shares are empty.
@@ -117,12 +118,14 @@ class Usage:
         *,
         gpu: bool = False,
         py_spy: Path | None = None,
+        py_spy_args: Sequence[str] = (),
         root_role: str = "api",
     ) -> None:
         self.root = root
         self.root_role = root_role
         self.gpu = gpu and shutil.which("nvidia-smi") is not None
         self.py_spy = py_spy if root is not None and shutil.which("py-spy") else None
+        self.py_spy_args = list(py_spy_args)
         if py_spy is not None and self.py_spy is None:
             logger.warning("py-spy is not on PATH: no profile")
         self._spy: subprocess.Popen[bytes] | None = None
@@ -148,6 +151,7 @@ class Usage:
             command = [
                 "py-spy", "record", "--pid", str(self.root), "--subprocesses", "--nonblocking",
                 "--rate", "50", "--format", "speedscope", "--output", str(self.py_spy),
+                *self.py_spy_args,
             ]  # fmt: skip
             self._spy = subprocess.Popen(command, stdout=subprocess.DEVNULL)
             time.sleep(1.0)  # attach before the window opens
