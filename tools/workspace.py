@@ -12,6 +12,7 @@ adding its folder. Keys (all optional but ``layer``)::
     demo = "examples/demo.py"       # served by `nox -s build -- --serve`
     reference-envs = ["deberta_gliner_reference:gliner_env"]  # reference/<module>:<function>
     representative = true           # the family's model in CI's older-vLLM and demo passes
+    gpu-results = ["benchmarks/results/h200/x.json"]  # the README's GPU table: headline runs
 
 Backbones, heads, models and clients live under ``packages/backbones``, ``packages/heads``,
 ``packages/models`` and ``packages/clients``; the shared layers (core, kernels, testing) at
@@ -20,11 +21,13 @@ the root. Stdlib only: the noxfile imports this before any venv exists.
 ``python tools/workspace.py`` prints the table; ``python tools/workspace.py install NAME``
 installs NAME and the workspace wheels it needs, editable, into the running interpreter
 (tox's commands); ``python tools/workspace.py pytest NAME [ARGS]`` runs its vLLM-free tests;
-``python tools/workspace.py readme [--check]`` writes (checks) the README's package table.
+``python tools/workspace.py readme [--check]`` writes (checks) the README's package table and
+its GPU results table (from the bench JSON files each model package names in ``gpu-results``).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tomllib
@@ -58,6 +61,7 @@ class Package:
     demo: str | None = None
     reference_envs: tuple[str, ...] = ()
     representative: bool = False
+    gpu_results: tuple[str, ...] = ()  # bench JSON files, relative to the package
 
     @property
     def name(self) -> str:
@@ -121,6 +125,7 @@ def _load(pyproject: Path) -> Package:
         demo=path_or_none("demo"),
         reference_envs=tuple(table.get("reference-envs", ())),
         representative=bool(table.get("representative", False)),
+        gpu_results=tuple(table.get("gpu-results", ())),
     )
 
 
@@ -211,16 +216,83 @@ def readme_table() -> str:
     return "\n".join(rows)
 
 
+GPU_START, GPU_END = "<!-- gpu results: start -->", "<!-- gpu results: end -->"
+CLIENTS = (1, 16, 64, 256)
+
+
+def _short_gpu(name: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``H100``."""
+    words = name.removeprefix("NVIDIA ").split()
+    return words[0] if words else name
+
+
+def _server_rows(report: dict, servers: list[str], link: str, model: str) -> list[str]:
+    rows = []
+    for key in servers:
+        server = report["servers"][key]
+        closed = {p["concurrency"]: p for p in server["points"] if p.get("mode") == "closed"}
+        if not closed:
+            continue
+        cells = [f"{closed[c]['req_per_s']:.1f}" if c in closed else "" for c in CLIENTS]
+        peak = max(closed.values(), key=lambda p: p["req_per_s"])
+        mfu = f"{100 * peak['mfu']:.1f} %" if peak.get("mfu") is not None else ""
+        label = server.get("label", key)
+        rows.append(f"| {model} | {label} | {' | '.join(cells)} | {mfu} | {link} |")
+    return rows
+
+
+def gpu_table() -> str:
+    """One block of rows per model package (and workload) from the bench runs it names in
+    ``gpu-results``: req/s at 1 / 16 / 64 / 256 clients and MFU at the peak of each server of
+    the first run (the plugin first, vLLM's native model beside it), then what later runs add:
+    servers that are not vLLM (e.g. gliner.serve) and the reference library in process."""
+    rows = [
+        "| model | server | 1 | 16 | 64 | 256 clients | MFU at the peak | run |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for p in sorted(packages(), key=lambda p: p.name):
+        seen: set[tuple[str | None, str]] = set()  # (workload, server), reference as ""
+        for result in p.gpu_results:
+            path = p.path / result
+            report = json.loads(path.read_text(encoding="utf-8"))
+            markdown = path.with_suffix(".md").relative_to(ROOT).as_posix()
+            gpu = _short_gpu(report["machine"].get("gpu") or report["machine"].get("name", ""))
+            link = f"[{gpu}, {report['created'][:10]}]({markdown})"
+            workload = report["config"].get("workload")
+            model = f"{p.path.name} ({workload})" if workload else p.path.name
+            servers = sorted(report["servers"], key=lambda name: name != "plugin")
+            if (workload, "plugin") in seen:  # a later run adds peers, not other vLLM settings
+                servers = [name for name in servers if name not in ("plugin", "native")]
+            servers = [name for name in servers if (workload, name) not in seen]
+            seen.update((workload, name) for name in servers)
+            rows += _server_rows(report, servers, link, model)
+            reference = report.get("reference")
+            if reference and (workload, "") not in seen:
+                seen.add((workload, ""))
+                bs1, best = reference["bs1"], reference["best"]
+                text = (
+                    f"{reference['library']} in process: {bs1['req_per_s']:.1f} req/s at batch "
+                    f"size 1, {best['req_per_s']:.1f} at its best ({best.get('batch_size')})"
+                )
+                rows.append(f"| {model} | {text} | | | | | | {link} |")
+    return "\n".join(rows)
+
+
+def _replace(text: str, start: str, end: str, body: str) -> str:
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}\n{end}{tail}"
+
+
 def readme(check: bool) -> int:
-    """Write the table between the README's markers; with ``check``, only say if it differs."""
+    """Write the tables between the README's markers; with ``check``, only say if they differ."""
     text = README.read_text(encoding="utf-8")
-    head, rest = text.split(TABLE_START, 1)
-    _, tail = rest.split(TABLE_END, 1)
-    updated = f"{head}{TABLE_START}\n{readme_table()}\n{TABLE_END}{tail}"
+    updated = _replace(text, TABLE_START, TABLE_END, readme_table())
+    updated = _replace(updated, GPU_START, GPU_END, gpu_table())
     if updated == text:
         return 0
     if check:
-        print("README.md: the package table is stale; run `python tools/workspace.py readme`")
+        print("README.md: a generated table is stale; run `python tools/workspace.py readme`")
         return 1
     README.write_text(updated, encoding="utf-8")
     return 0
