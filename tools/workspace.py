@@ -125,7 +125,10 @@ def _load(pyproject: Path) -> Package:
         demo=path_or_none("demo"),
         reference_envs=tuple(table.get("reference-envs", ())),
         representative=bool(table.get("representative", False)),
-        gpu_results=tuple(table.get("gpu-results", ())),
+        # runs that exist (a package copied from the template has none of its runs)
+        gpu_results=tuple(
+            r for r in table.get("gpu-results", ()) if (pyproject.parent / r).exists()
+        ),
     )
 
 
