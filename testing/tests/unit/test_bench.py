@@ -479,3 +479,76 @@ def test_torch_profile_option_config_and_report(tmp_path: Path) -> None:
     text = bench_report.markdown(report)
     assert "## Where the engine's time went: plugin" in text
     assert "triton_kernel  1.2ms" in text and "Up to 20 engine steps at 4 clients" in text
+
+
+def test_interleaved_servers_start_first_then_alternate_round_by_round() -> None:
+    """``--interleave``: every server starts before any is measured, each round sweeps them in
+    turn (plugin, peer, plugin, peer, ...), each is finished and stopped at the end; a baseline
+    that does not start is reported and left out, and the plugin not starting ends the run."""
+    import types
+    from typing import Self
+
+    from vllm_factory.testing.server import ServerStartError
+
+    events: list[str] = []
+
+    class Run:
+        def __init__(self, name: str, starts: bool = True) -> None:
+            self.spec = types.SimpleNamespace(name=name)
+            self.config = types.SimpleNamespace(rounds=2)
+            self.starts = starts
+
+        def __enter__(self) -> Self:
+            if not self.starts:
+                raise ServerStartError("server exited with code 1 during start\nno GPU memory\n")
+            events.append(f"start {self.spec.name}")
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            events.append(f"stop {self.spec.name}")
+
+        def sweep(self, round_index: int) -> None:
+            events.append(f"sweep {self.spec.name} {round_index}")
+
+        def finish(self) -> dict:
+            events.append(f"finish {self.spec.name}")
+            return {"label": self.spec.name}
+
+    results, failed = bench.run_interleaved([Run("plugin"), Run("native", False), Run("peer")])
+    assert list(results) == ["plugin", "peer"]
+    assert failed == {"native": "server exited with code 1 during start: no GPU memory"}
+    assert events == [
+        "start plugin", "start peer",
+        "sweep plugin 0", "sweep peer 0", "sweep plugin 1", "sweep peer 1",
+        "finish plugin", "finish peer", "stop peer", "stop plugin",
+    ]  # fmt: skip
+    events.clear()
+    with pytest.raises(ServerStartError):
+        bench.run_interleaved([Run("peer"), Run("plugin", False)])
+    assert events == ["start peer", "stop peer"]  # what started is stopped
+
+
+def test_variants_are_the_plugin_again_with_their_own_environment_and_args() -> None:
+    def make(*a: object) -> dict:
+        return {}
+
+    plugin = bench.ServerSpec(
+        "plugin", "plugin x_io", "x_io", None, make, lambda r: None, extra_args=("--a",),
+        env={"KEEP": "1"},
+    )  # fmt: skip
+    native = bench.ServerSpec("native", "vLLM native X", None, None, make, lambda r: None)
+    variant = bench.parse_variant('{"name": "spans", "env": {"K": "1"}, "args": ["--b=2"]}')
+    (spec,) = bench.with_variants([native, plugin], [variant])
+    assert (spec.name, spec.label) == ("plugin-spans", "plugin x_io (spans)")
+    assert spec.env == {"KEEP": "1", "K": "1"} and list(spec.extra_args) == ["--a", "--b=2"]
+    assert spec.io_processor_plugin == "x_io" and plugin.env == {"KEEP": "1"}
+    assert bench.with_variants([native], [variant]) == []
+    _, config = bench.parse_args(["--variant", '{"name": "two.streams"}', "--interleave"])
+    assert config.variants == [{"name": "two.streams", "env": {}, "args": []}]
+    assert config.interleave
+    for bad in ('{"env": {}}', '{"name": "a b"}', '{"name": "a", "env": {"K": 1}}',
+                '{"name": "a", "flags": []}', "not json"):  # fmt: skip
+        with pytest.raises(ValueError):
+            bench.parse_variant(bad)
+    with pytest.raises(SystemExit):  # argparse names the option
+        bench.parse_args(["--variant", '{"name": "a", "args": "--x"}'])

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -45,7 +46,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import httpx
 from packaging.requirements import Requirement
@@ -134,6 +136,8 @@ class ServerSpec:
     the reference library's own server); None: a :class:`VllmServer`."""
     path: str = "/pooling"
     """Where requests go (``make_body``'s bodies, POSTed)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment of this server on top of ``--server-env`` (a ``--variant``'s)."""
 
 
 class PluginSpec:
@@ -312,6 +316,10 @@ class BenchConfig:
     """An existing checkpoint to use instead of the spec's cached build."""
     py_spy: Path | None = None
     """Folder for a py-spy profile of every server process per closed-loop point."""
+    interleave: bool = False
+    """Start every server first, then sweep them in turn round by round (A B A B ...)."""
+    variants: list[dict[str, Any]] = field(default_factory=list)
+    """More plugin servers, each ``{"name", "env", "args"}`` on top of the plugin's own."""
     py_spy_args: list[str] = field(default_factory=list)
     """More ``py-spy record`` options, e.g. ``--gil`` (only threads holding the GIL: whether
     a process's threads together are bound by it) or ``--idle``."""
@@ -681,122 +689,192 @@ def gpus_of(args: list[str]) -> int:
     return sizes["dp"] * sizes["tp"] * sizes["pp"]
 
 
-def run_server(
-    spec: ServerSpec,
-    config: BenchConfig,
-    checkpoint: Path,
-    max_model_len: int,
-    corpus: Corpus,
-    flops: list[float] | None,
-    peak_flops: float | None,
-    progress: Any,
-) -> dict[str, Any]:
-    checkpoint = spec.checkpoint or checkpoint
-    server: SubprocessServer
-    profile_dir = None
-    if spec.launch is not None:
-        server = spec.launch(config, checkpoint, max_model_len)
-    else:
-        profiling = []
-        if config.torch_profile is not None:
-            profile_dir = (config.torch_profile / spec.name).resolve()
-            profile_dir.mkdir(parents=True, exist_ok=True)
-            profiling = [f"--profiler-config={json.dumps(profiler_config(profile_dir))}"]
-        server = VllmServer(
-            checkpoint,
-            io_processor_plugin=spec.io_processor_plugin,
-            hf_overrides=spec.hf_overrides,
-            extra_args=[*spec.extra_args, *config.server_args, *profiling],
-            dtype=config.dtype,
-            max_model_len=max_model_len,
-            enforce_eager=config.enforce_eager,
-            env=config.server_env,
-            worker_in_engine=False,  # what users run
+class ServerRun:
+    r"""One server of a bench run: started (``with``), swept over the client counts one round
+    at a time (:meth:`sweep`), then :meth:`finish`\ ed (median rounds, torch profile, open
+    loop) before it stops."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        config: BenchConfig,
+        checkpoint: Path,
+        max_model_len: int,
+        corpus: Corpus,
+        flops: list[float] | None,
+        peak_flops: float | None,
+        progress: Any,
+    ) -> None:
+        self.spec, self.config, self.corpus, self.progress = spec, config, corpus, progress
+        self.flops, self.peak_flops = flops, peak_flops
+        checkpoint = spec.checkpoint or checkpoint
+        self.profile_dir: Path | None = None
+        if spec.launch is not None:
+            self.server: SubprocessServer = spec.launch(config, checkpoint, max_model_len)
+        else:
+            profiling = []
+            if config.torch_profile is not None:
+                self.profile_dir = (config.torch_profile / spec.name).resolve()
+                self.profile_dir.mkdir(parents=True, exist_ok=True)
+                profiling = [f"--profiler-config={json.dumps(profiler_config(self.profile_dir))}"]
+            self.server = VllmServer(
+                checkpoint,
+                io_processor_plugin=spec.io_processor_plugin,
+                hf_overrides=spec.hf_overrides,
+                extra_args=[*spec.extra_args, *config.server_args, *profiling],
+                dtype=config.dtype,
+                max_model_len=max_model_len,
+                enforce_eager=config.enforce_eager,
+                env={**config.server_env, **spec.env},
+                worker_in_engine=False,  # what users run
+            )
+        self.model = str(checkpoint)
+        # MFU per GPU: a server over several GPUs is measured against all of them.
+        self.gpus = gpus_of(self.server.args) if config.device == "cuda" else 1
+        self.url = ""
+        self.rounds: dict[int, list[dict[str, Any]]] = {c: [] for c in config.concurrencies}
+        args = self.server.args[1:]
+        if self.profile_dir is not None:  # no machine paths in the results
+            args = [a.replace(str(self.profile_dir), f"<torch-profile>/{spec.name}") for a in args]
+        self.result: dict[str, Any] = {
+            "label": spec.label, "args": args, "gpus": self.gpus, "points": [], "open_loop": [],
+        }  # fmt: skip
+
+    def make_body(self, i: int) -> dict:
+        return self.spec.make_body(
+            self.model, self.corpus.texts[i % len(self.corpus.texts)], self.config.encoding
         )
-    n = len(corpus.texts)
-    model = str(checkpoint)
-    # MFU per GPU: a server over several GPUs is measured against all of them.
-    gpus = gpus_of(server.args) if config.device == "cuda" else 1
 
-    def make_body(i: int) -> dict:
-        return spec.make_body(model, corpus.texts[i % n], config.encoding)
+    def tokens_of(self, i: int) -> int:
+        return self.corpus.tokens[i % len(self.corpus.tokens)]
 
-    def tokens_of(i: int) -> int:
-        return corpus.tokens[i % n]
-
-    def usage(point: str | None = None) -> Usage:
-        pid = server.process.pid if server.process is not None else None
+    def usage(self, point: str | None = None) -> Usage:
+        config = self.config
+        pid = self.server.process.pid if self.server.process is not None else None
         profile = None
         if config.py_spy is not None and point is not None:
-            profile = config.py_spy / f"{spec.name}-{point}.speedscope.json"
+            profile = config.py_spy / f"{self.spec.name}-{point}.speedscope.json"
         return Usage(
             pid, gpu=config.device == "cuda", py_spy=profile, py_spy_args=config.py_spy_args,
-            root_role=server.root_role,
+            root_role=self.server.root_role,
         )  # fmt: skip
 
-    def finish(point: Point, first: int, seen: Usage) -> dict[str, Any]:
+    def measured(self, point: Point, first: int, seen: Usage) -> dict[str, Any]:
         entry = point.to_dict()
         entry["server_cpu_shares"] = seen.cpu_shares
         entry["gpu_busy"] = seen.gpu_busy
-        if flops is not None and peak_flops and point.count:
+        n, flops = len(self.corpus.texts), self.flops
+        if flops is not None and self.peak_flops and point.count:
             indices = range(first, first + point.count + point.errors)
             mean = sum(flops[i % n] for i in indices) / len(indices)
             entry["model_flops_per_s"] = mean * point.req_per_s
-            entry["mfu"] = entry["model_flops_per_s"] / (peak_flops * gpus)
+            entry["mfu"] = entry["model_flops_per_s"] / (self.peak_flops * self.gpus)
         entry["loadavg"] = list(os.getloadavg())
         return entry
 
-    args = server.args[1:]
-    if profile_dir is not None:  # no machine paths in the results
-        args = [a.replace(str(profile_dir), f"<torch-profile>/{spec.name}") for a in args]
-    result: dict[str, Any] = {"label": spec.label, "args": args, "gpus": gpus, "points": []}
-    result["open_loop"] = []
-    url = f"{server.url}{spec.path}"
-    with server:
-        result["startup_seconds"] = server.startup_seconds
-        response = httpx.post(url, json=make_body(0), timeout=600)
-        if not response.is_success:
-            raise RuntimeError(f"{spec.name}: HTTP {response.status_code}: {response.text[:500]}")
-        spec.check(response.json())
-        if spec.describe is not None:
-            bodies = [make_body(i) for i in range(min(n, DESCRIBED_REQUESTS))]
-            answers = [httpx.post(url, json=body, timeout=600).json() for body in bodies]
-            result["outputs"] = spec.describe(bodies, answers)
-            logger.info("%s outputs: %s", spec.name, result["outputs"])
-        rounds: dict[int, list[dict[str, Any]]] = {c: [] for c in config.concurrencies}
-        for round_index in range(config.rounds):  # sweeps, so a point's rounds are spread out
-            for concurrency in config.concurrencies:
-                progress.set_postfix_str(f"{spec.name} c={concurrency}")
-                warmup = config.warmup_for(concurrency)
-                requests = config.requests_for(concurrency)
-                work = Workload(url, make_body, requests, warmup, tokens_of)
-                seen = usage(f"c{concurrency}" if round_index == 0 else None)
-                point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
-                rounds[concurrency].append({**finish(point, warmup, seen), "warmup": warmup})
-                progress.update(1)
-                if not server.is_alive():
-                    raise RuntimeError(f"{spec.name} server died:\n{server.log_tail()}")
-        result["points"] = [median_round(rounds[c]) for c in config.concurrencies]
-        if profile_dir is not None:
-            progress.set_postfix_str(f"{spec.name} torch profile")
+    def __enter__(self) -> Self:
+        """Start the server and check one answer (and describe the first texts' answers)."""
+        spec, n = self.spec, len(self.corpus.texts)
+        self.server.__enter__()
+        try:
+            self.result["startup_seconds"] = self.server.startup_seconds
+            self.url = f"{self.server.url}{spec.path}"
+            response = httpx.post(self.url, json=self.make_body(0), timeout=600)
+            if not response.is_success:
+                raise RuntimeError(
+                    f"{spec.name}: HTTP {response.status_code}: {response.text[:500]}"
+                )
+            spec.check(response.json())
+            if spec.describe is not None:
+                bodies = [self.make_body(i) for i in range(min(n, DESCRIBED_REQUESTS))]
+                answers = [httpx.post(self.url, json=b, timeout=600).json() for b in bodies]
+                self.result["outputs"] = spec.describe(bodies, answers)
+                logger.info("%s outputs: %s", spec.name, self.result["outputs"])
+        except BaseException:
+            self.server.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.server.__exit__(exc_type, exc, tb)
+
+    def sweep(self, round_index: int) -> None:
+        """One closed-loop pass over the client counts (py-spy profiles in the first)."""
+        config, spec = self.config, self.spec
+        for concurrency in config.concurrencies:
+            self.progress.set_postfix_str(f"{spec.name} c={concurrency}")
+            warmup = config.warmup_for(concurrency)
+            requests = config.requests_for(concurrency)
+            work = Workload(self.url, self.make_body, requests, warmup, self.tokens_of)
+            seen = self.usage(f"c{concurrency}" if round_index == 0 else None)
+            point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
+            self.rounds[concurrency].append(
+                {**self.measured(point, warmup, seen), "warmup": warmup}
+            )
+            self.progress.update(1)
+            if not self.server.is_alive():
+                raise RuntimeError(f"{spec.name} server died:\n{self.server.log_tail()}")
+
+    def finish(self) -> dict[str, Any]:
+        """Each point's median round, then the torch profile and the open-loop points."""
+        config, spec, result = self.config, self.spec, self.result
+        result["points"] = [median_round(self.rounds[c]) for c in config.concurrencies]
+        if self.profile_dir is not None:
+            self.progress.set_postfix_str(f"{spec.name} torch profile")
             result["torch_profile"] = torch_profile(
-                server.url, profile_dir, max(config.concurrencies),
-                Workload(url, make_body, config.requests, config.warmup_max, tokens_of),
+                self.server.url, self.profile_dir, max(config.concurrencies),
+                Workload(self.url, self.make_body, config.requests, config.warmup_max,
+                         self.tokens_of),
             )  # fmt: skip
         peak = max(p["req_per_s"] for p in result["points"])
         rates = config.rates or [round(f * peak, 3) for f in config.rate_fractions]
         for index, rate in enumerate(rates):
-            progress.set_postfix_str(f"{spec.name} open {rate:.2f}/s")
+            self.progress.set_postfix_str(f"{spec.name} open {rate:.2f}/s")
             requests = max(config.requests, int(rate * 20))
             warmup = config.warmup_max
-            work = Workload(url, make_body, requests, warmup, tokens_of)
-            seen = usage()
+            work = Workload(self.url, self.make_body, requests, warmup, self.tokens_of)
+            seen = self.usage()
             point = asyncio.run(open_loop(work, rate, seed=config.seed + index, monitor=seen))
-            result["open_loop"].append(finish(point, warmup, seen))
-            progress.update(1)
-        result["server_notes"] = _server_notes(server)
-        result["server_log"] = str(server.log_path)
-    return result
+            result["open_loop"].append(self.measured(point, warmup, seen))
+            self.progress.update(1)
+        result["server_notes"] = _server_notes(self.server)
+        result["server_log"] = str(self.server.log_path)
+        return result
+
+
+def run_server(run: ServerRun) -> dict[str, Any]:
+    """Start ``run``'s server, sweep it ``rounds`` times (so a point's rounds are spread out),
+    finish it and stop it."""
+    with run:
+        for round_index in range(run.config.rounds):
+            run.sweep(round_index)
+        return run.finish()
+
+
+def run_interleaved(runs: Sequence[ServerRun]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Every server started first (side by side: they must fit together), then swept in turn,
+    round by round (A B A B ...), so that what drifts on the machine over minutes falls on all
+    of them alike; then each finished. A baseline that does not start is reported and left out
+    (:func:`run_servers`); the plugin not starting ends the run."""
+    failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        started = []
+        for run in runs:
+            try:
+                started.append(stack.enter_context(run))
+            except ServerStartError as exc:
+                if run.spec.name == "plugin":
+                    raise
+                failed[run.spec.name] = _start_failure(run.spec.name, exc)
+        for round_index in range(runs[0].config.rounds if runs else 0):
+            for run in started:
+                run.sweep(round_index)
+        return {run.spec.name: run.finish() for run in started}, failed
 
 
 # vLLM's profiler: skip the first steps of the profiled loop, then record this many.
@@ -861,6 +939,44 @@ def median_round(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
 # -- main ---------------------------------------------------------------------------------------
 
 
+def with_variants(
+    specs: Sequence[ServerSpec], variants: Sequence[dict[str, Any]]
+) -> list[ServerSpec]:
+    """The plugin's server again per variant ``{"name", "env", "args"}``: named
+    ``plugin-<name>``, labelled ``<plugin label> (<name>)``, with the variant's environment and
+    server arguments on top of the plugin's own. Compared with the plugin like any peer."""
+    plugin = next((s for s in specs if s.name == "plugin"), None)
+    if plugin is None or not variants:
+        return []
+    return [
+        dataclasses.replace(
+            plugin,
+            name=f"plugin-{v['name']}",
+            label=f"{plugin.label} ({v['name']})",
+            env={**plugin.env, **v.get("env", {})},
+            extra_args=[*plugin.extra_args, *v.get("args", [])],
+        )
+        for v in variants
+    ]
+
+
+def parse_variant(text: str) -> dict[str, Any]:
+    """``--variant``'s JSON: ``{"name": "spans", "env": {"K": "1"}, "args": ["--flag=x"]}``
+    (``env`` and ``args`` optional); raises ``ValueError`` naming what is wrong."""
+    variant = json.loads(text)
+    if not isinstance(variant, dict) or not re.fullmatch(r"[\w.]+", str(variant.get("name", ""))):
+        raise ValueError("a variant needs a \"name\" of letters, digits, '_' or '.'")
+    unknown = set(variant) - {"name", "env", "args"}
+    if unknown:
+        raise ValueError(f"unknown variant keys {sorted(unknown)}")
+    env, args = variant.get("env", {}), variant.get("args", [])
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise ValueError('a variant\'s "env" maps names to strings')
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ValueError('a variant\'s "args" is a list of strings')
+    return {"name": variant["name"], "env": env, "args": args}
+
+
 def run_servers(
     specs: Sequence[ServerSpec], run: Callable[[ServerSpec], dict[str, Any]]
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -877,11 +993,16 @@ def run_servers(
         except ServerStartError as exc:
             if spec.name == "plugin":
                 raise
-            reason = str(exc).splitlines()[0]
-            last = [line for line in str(exc).splitlines() if line.strip()][-1]
-            failed[spec.name] = f"{reason}: {last}" if last != reason else reason
-            logger.error("%s did not start, left out of the report: %s", spec.name, last)
+            failed[spec.name] = _start_failure(spec.name, exc)
     return results, failed
+
+
+def _start_failure(name: str, exc: ServerStartError) -> str:
+    """Why a baseline did not start, in one line (logged)."""
+    reason = str(exc).splitlines()[0]
+    last = [line for line in str(exc).splitlines() if line.strip()][-1]
+    logger.error("%s did not start, left out of the report: %s", name, last)
+    return f"{reason}: {last}" if last != reason else reason
 
 
 def factors(report: dict[str, Any]) -> dict[str, Any]:
@@ -933,6 +1054,13 @@ def _by_concurrency(plugin: dict[str, Any], other: dict[str, Any]) -> dict[str, 
     }
 
 
+def _variant_arg(text: str) -> dict[str, Any]:
+    try:
+        return parse_variant(text)
+    except ValueError as exc:  # json.JSONDecodeError too
+        raise argparse.ArgumentTypeError(f"--variant: {exc}") from None
+
+
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, BenchConfig]:
     ap = argparse.ArgumentParser(
         prog="python -m vllm_factory.testing.bench",
@@ -972,6 +1100,17 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument(
         "--py-spy", type=Path, metavar="DIR",
         help="profile every server process with py-spy per closed-loop point (speedscope files)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--interleave", action="store_true",
+        help="start every server first, then sweep them in turn round by round (A B A B ...), "
+        "so that the machine's drift falls on all alike; they must fit side by side (on a GPU "
+        "give each a share, e.g. --server-arg=--gpu-memory-utilization=0.3)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--variant", action="append", default=[], type=_variant_arg, metavar="JSON",
+        help='the plugin once more with its own environment / server args, e.g. '
+        '\'{"name": "spans", "env": {"VLLM_FACTORY_GLINER_SPAN_KERNEL": "1"}}\' (repeatable)',
     )  # fmt: skip
     ap.add_argument(
         "--py-spy-arg", action="append", default=[], metavar="ARG",
@@ -1027,6 +1166,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     config.checkpoint = args.checkpoint
     config.py_spy = args.py_spy
     config.py_spy_args = args.py_spy_arg
+    config.interleave = args.interleave
+    config.variants = args.variant
     config.torch_profile = args.torch_profile
     config.seed = args.seed
     return args, config
@@ -1070,7 +1211,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     info = machine_info(config.device, matmul["device_name"] if matmul else None)
     name = args.machine or machine_name(info)
-    servers = [s for s in spec.servers(checkpoint) if not config.only or s.name in config.only]
+    every = spec.servers(checkpoint)
+    servers = [s for s in every if not config.only or s.name in config.only]
+    servers += with_variants(every, config.variants)
     n_points = len(servers) * (
         config.rounds * len(config.concurrencies) + len(config.rates or config.rate_fractions)
     )
@@ -1106,12 +1249,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             progress.set_postfix_str(spec.reference_library)
             report["reference"] = run_reference(spec, config, checkpoint, corpus, Path(tmp))
             progress.update(1)
-        report["servers"], failed = run_servers(
-            servers,
-            lambda server_spec: run_server(
+
+        def prepared(server_spec: ServerSpec) -> ServerRun:
+            return ServerRun(
                 server_spec, config, checkpoint, max_model_len, corpus, flops_list, peak, progress
-            ),
-        )
+            )
+
+        if config.interleave:
+            report["servers"], failed = run_interleaved([prepared(s) for s in servers])
+        else:
+            report["servers"], failed = run_servers(servers, lambda s: run_server(prepared(s)))
         if failed:
             report["failed_servers"] = failed
         progress.close()

@@ -213,6 +213,16 @@ def markdown(report: dict[str, Any]) -> str:
                 if cfg.get("rounds", 1) > 1
                 else ""
             )
+            + (
+                "; servers interleaved: all started first, then swept in turn round by round"
+                if cfg.get("interleave")
+                else ""
+            )
+        ),
+        *(
+            f"- Variant {v['name']} of the plugin: environment {json.dumps(v.get('env', {}))}, "
+            f"server args {json.dumps(v.get('args', []))}"
+            for v in cfg.get("variants", [])
         ),
         (
             f"- Load average 1/5/15 min: start {_loadavg(report.get('loadavg_start'))}, "
