@@ -46,7 +46,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import httpx
@@ -795,13 +794,8 @@ class ServerRun:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.server.__exit__(exc_type, exc, tb)
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.__exit__(*exc_info)
 
     def sweep(self, round_index: int) -> None:
         """One closed-loop pass over the client counts (py-spy profiles in the first)."""
