@@ -10,6 +10,7 @@ import itertools
 import json
 import random
 from pathlib import Path
+from typing import Self
 
 import pytest
 from vllm_factory.testing import bench, bench_report
@@ -409,32 +410,66 @@ def test_gliner_checkpoints_are_calibrated_on_the_run_device_and_dtype(
         assert args[args.index("--calibration-dtype") + 1] == dtype
 
 
+class StandInRun:
+    """What :func:`bench.run_servers` drives (a :class:`bench.ServerRun`'s start, sweeps,
+    finish and stop), recorded in ``events``; ``start_error``: the start fails with it."""
+
+    def __init__(self, spec: bench.ServerSpec, events: list[str], start_error: str = "") -> None:
+        self.spec, self.events, self.start_error = spec, events, start_error
+        self.config = bench.BenchConfig(plugin="stand-in", rounds=2)
+
+    def __enter__(self) -> Self:
+        from vllm_factory.testing.server import ServerStartError
+
+        if self.start_error:
+            raise ServerStartError(self.start_error)
+        self.events.append(f"start {self.spec.name}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.events.append(f"stop {self.spec.name}")
+
+    def sweep(self, round_index: int) -> None:
+        self.events.append(f"sweep {self.spec.name} {round_index}")
+
+    def finish(self) -> dict:
+        self.events.append(f"finish {self.spec.name}")
+        return {"label": self.spec.name, "points": [_point(1, 10.0)]}
+
+
+def _spec(name: str) -> bench.ServerSpec:
+    return bench.ServerSpec(name, name, None, None, lambda *a: {}, lambda r: None)
+
+
 def test_a_baseline_that_does_not_start_is_reported_and_the_run_goes_on() -> None:
     """gliner.serve without Ray on the host: its start fails after the plugin's points were
     measured; those points still reach the report, which says why the peer is missing."""
     from vllm_factory.testing.server import ServerStartError
 
-    def spec(name: str) -> bench.ServerSpec:
-        return bench.ServerSpec(name, name, None, None, lambda *a: {}, lambda r: None)
+    no_ray = (
+        "server exited with code 1 during start\n--- server log (tail) ---\n"
+        "ModuleNotFoundError: No module named 'ray'\n"
+    )
+    events: list[str] = []
 
-    def run(server: bench.ServerSpec) -> dict:
-        if server.name == "peer":
-            raise ServerStartError(
-                "server exited with code 1 during start\n--- server log (tail) ---\n"
-                "ModuleNotFoundError: No module named 'ray'\n"
-            )
-        return {"label": server.name, "points": [_point(1, 10.0)]}
+    def prepare(server: bench.ServerSpec) -> StandInRun:
+        return StandInRun(server, events, no_ray if server.name == "peer" else "")
 
-    results, failed = bench.run_servers([spec("plugin"), spec("peer"), spec("native")], run)
+    specs = [_spec("plugin"), _spec("peer"), _spec("native")]
+    results, failed = bench.run_servers(specs, prepare)
     assert list(results) == ["plugin", "native"]
     assert failed == {
         "peer": "server exited with code 1 during start: ModuleNotFoundError: No module named 'ray'"
     }
+    assert events == [  # one after the other: each started, swept, finished and stopped
+        "start plugin", "sweep plugin 0", "sweep plugin 1", "finish plugin", "stop plugin",
+        "start native", "sweep native 0", "sweep native 1", "finish native", "stop native",
+    ]  # fmt: skip
     report = {**_report(), "servers": results, "failed_servers": failed}
     report["factors"] = bench.factors(report)
     assert "**peer did not start** and is left out: server exited" in bench_report.markdown(report)
     with pytest.raises(ServerStartError):  # without the plugin there is nothing to report
-        bench.run_servers([spec("plugin")], lambda server: run(spec("peer")))
+        bench.run_servers([_spec("plugin")], lambda server: StandInRun(server, events, no_ray))
 
 
 def test_rounds_report_the_median_round_and_every_rounds_rate() -> None:
@@ -485,36 +520,16 @@ def test_interleaved_servers_start_first_then_alternate_round_by_round() -> None
     """``--interleave``: every server starts before any is measured, each round sweeps them in
     turn (plugin, peer, plugin, peer, ...), each is finished and stopped at the end; a baseline
     that does not start is reported and left out, and the plugin not starting ends the run."""
-    import types
-    from typing import Self
-
     from vllm_factory.testing.server import ServerStartError
 
     events: list[str] = []
+    no_memory = "server exited with code 1 during start\nno GPU memory\n"
 
-    class Run:
-        def __init__(self, name: str, starts: bool = True) -> None:
-            self.spec = types.SimpleNamespace(name=name)
-            self.config = types.SimpleNamespace(rounds=2)
-            self.starts = starts
+    def prepare(server: bench.ServerSpec) -> StandInRun:
+        return StandInRun(server, events, no_memory if server.name == "native" else "")
 
-        def __enter__(self) -> Self:
-            if not self.starts:
-                raise ServerStartError("server exited with code 1 during start\nno GPU memory\n")
-            events.append(f"start {self.spec.name}")
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            events.append(f"stop {self.spec.name}")
-
-        def sweep(self, round_index: int) -> None:
-            events.append(f"sweep {self.spec.name} {round_index}")
-
-        def finish(self) -> dict:
-            events.append(f"finish {self.spec.name}")
-            return {"label": self.spec.name}
-
-    results, failed = bench.run_interleaved([Run("plugin"), Run("native", False), Run("peer")])
+    specs = [_spec("plugin"), _spec("native"), _spec("peer")]
+    results, failed = bench.run_servers(specs, prepare, interleave=True)
     assert list(results) == ["plugin", "peer"]
     assert failed == {"native": "server exited with code 1 during start: no GPU memory"}
     assert events == [
@@ -523,8 +538,12 @@ def test_interleaved_servers_start_first_then_alternate_round_by_round() -> None
         "finish plugin", "finish peer", "stop peer", "stop plugin",
     ]  # fmt: skip
     events.clear()
+
+    def plugin_fails(server: bench.ServerSpec) -> StandInRun:
+        return StandInRun(server, events, no_memory if server.name == "plugin" else "")
+
     with pytest.raises(ServerStartError):
-        bench.run_interleaved([Run("peer"), Run("plugin", False)])
+        bench.run_servers([_spec("peer"), _spec("plugin")], plugin_fails, interleave=True)
     assert events == ["start peer", "stop peer"]  # what started is stopped
 
 

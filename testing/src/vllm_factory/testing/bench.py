@@ -841,36 +841,6 @@ class ServerRun:
         return result
 
 
-def run_server(run: ServerRun) -> dict[str, Any]:
-    """Start ``run``'s server, sweep it ``rounds`` times (so a point's rounds are spread out),
-    finish it and stop it."""
-    with run:
-        for round_index in range(run.config.rounds):
-            run.sweep(round_index)
-        return run.finish()
-
-
-def run_interleaved(runs: Sequence[ServerRun]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """Every server started first (side by side: they must fit together), then swept in turn,
-    round by round (A B A B ...), so that what drifts on the machine over minutes falls on all
-    of them alike; then each finished. A baseline that does not start is reported and left out
-    (:func:`run_servers`); the plugin not starting ends the run."""
-    failed: dict[str, str] = {}
-    with contextlib.ExitStack() as stack:
-        started = []
-        for run in runs:
-            try:
-                started.append(stack.enter_context(run))
-            except ServerStartError as exc:
-                if run.spec.name == "plugin":
-                    raise
-                failed[run.spec.name] = _start_failure(run.spec.name, exc)
-        for round_index in range(runs[0].config.rounds if runs else 0):
-            for run in started:
-                run.sweep(round_index)
-        return {run.spec.name: run.finish() for run in started}, failed
-
-
 # vLLM's profiler: skip the first steps of the profiled loop, then record this many.
 PROFILE_DELAY_STEPS, PROFILE_STEPS = 5, 20
 PROFILE_TABLE_LINES = 40
@@ -972,22 +942,46 @@ def parse_variant(text: str) -> dict[str, Any]:
 
 
 def run_servers(
-    specs: Sequence[ServerSpec], run: Callable[[ServerSpec], dict[str, Any]]
+    specs: Sequence[ServerSpec],
+    prepare: Callable[[ServerSpec], ServerRun],
+    interleave: bool = False,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """``run`` every server in turn: (results by name, why each baseline did not start).
+    """Every server's rounds, then its finish: (results by name, why each baseline did not
+    start). One after the other by default (each :class:`ServerRun` prepared when its turn
+    comes), so that a point's rounds are spread out over the server's run; with ``interleave``
+    every server is started first (side by side: they must fit together) and the rounds go in
+    turn (A B A B ...), so that what drifts on the machine over minutes falls on all alike.
 
     A baseline that does not start (a peer server whose dependencies the host lacks, say) is
     reported and skipped, so the points already measured still reach the JSON; the plugin
-    not starting ends the run."""
+    not starting ends the run (what started is stopped)."""
     results: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
-    for spec in specs:
+
+    def started(stack: contextlib.ExitStack, run: ServerRun) -> bool:
         try:
-            results[spec.name] = run(spec)
+            stack.enter_context(run)
         except ServerStartError as exc:
-            if spec.name == "plugin":
+            if run.spec.name == "plugin":
                 raise
-            failed[spec.name] = _start_failure(spec.name, exc)
+            failed[run.spec.name] = _start_failure(run.spec.name, exc)
+            return False
+        return True
+
+    def measure(group: Sequence[ServerRun]) -> None:
+        for round_index in range(group[0].config.rounds if group else 0):
+            for run in group:
+                run.sweep(round_index)
+        results.update({run.spec.name: run.finish() for run in group})
+
+    if interleave:
+        with contextlib.ExitStack() as stack:
+            measure([run for run in map(prepare, specs) if started(stack, run)])
+    else:
+        for spec in specs:
+            with contextlib.ExitStack() as stack:
+                run = prepare(spec)
+                measure([run] if started(stack, run) else [])
     return results, failed
 
 
@@ -1249,10 +1243,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 server_spec, config, checkpoint, max_model_len, corpus, flops_list, peak, progress
             )
 
-        if config.interleave:
-            report["servers"], failed = run_interleaved([prepared(s) for s in servers])
-        else:
-            report["servers"], failed = run_servers(servers, lambda s: run_server(prepared(s)))
+        report["servers"], failed = run_servers(servers, prepared, config.interleave)
         if failed:
             report["failed_servers"] = failed
         progress.close()
