@@ -48,8 +48,9 @@ def add_model(repo: Path) -> Path:
             text = path.read_text(encoding="utf-8")
             for old, new in RENAMES:
                 text = text.replace(old, new)
-            if path.name == "pyproject.toml":  # one representative per family
+            if path.name == "pyproject.toml":  # one representative per family; no GPU runs yet
                 text = re.sub(r"(?m)^representative = true\n", "", text)
+                text = re.sub(r"(?ms)^(# [^\n]*\n)?gpu-results = \[.*?^\]\n", "", text)
             path.write_text(text, encoding="utf-8")
     return target
 

@@ -125,10 +125,7 @@ def _load(pyproject: Path) -> Package:
         demo=path_or_none("demo"),
         reference_envs=tuple(table.get("reference-envs", ())),
         representative=bool(table.get("representative", False)),
-        # runs that exist (a package copied from the template has none of its runs)
-        gpu_results=tuple(
-            r for r in table.get("gpu-results", ()) if (pyproject.parent / r).exists()
-        ),
+        gpu_results=tuple(table.get("gpu-results", ())),
     )
 
 
@@ -223,12 +220,6 @@ GPU_START, GPU_END = "<!-- gpu results: start -->", "<!-- gpu results: end -->"
 CLIENTS = (1, 16, 64, 256)
 
 
-def _short_gpu(name: str) -> str:
-    """``NVIDIA H100 80GB HBM3`` -> ``H100``."""
-    words = name.removeprefix("NVIDIA ").split()
-    return words[0] if words else name
-
-
 def _server_rows(report: dict, servers: list[str], link: str, model: str) -> list[str]:
     rows = []
     for key in servers:
@@ -257,10 +248,11 @@ def gpu_table() -> str:
         seen: set[tuple[str | None, str]] = set()  # (workload, server), reference as ""
         for result in p.gpu_results:
             path = p.path / result
+            if not path.exists():
+                raise SystemExit(f"{p.folder}/pyproject.toml: gpu-results names {result}, absent")
             report = json.loads(path.read_text(encoding="utf-8"))
             markdown = path.with_suffix(".md").relative_to(ROOT).as_posix()
-            gpu = _short_gpu(report["machine"].get("gpu") or report["machine"].get("name", ""))
-            link = f"[{gpu}, {report['created'][:10]}]({markdown})"
+            link = f"[{report['machine']['name']}, {report['created'][:10]}]({markdown})"
             workload = report["config"].get("workload")
             model = f"{p.path.name} ({workload})" if workload else p.path.name
             servers = sorted(report["servers"], key=lambda name: name != "plugin")
