@@ -51,6 +51,19 @@ def test_server_env_option() -> None:
         bench.parse_env(["NOVALUE"])
 
 
+def test_seconds_option_and_report_line() -> None:
+    """``--seconds`` sets each closed-loop point's least duration; the report says so, and a
+    report without it (older results) reads as before."""
+    assert bench.parse_args(["--plugin", "p"])[1].seconds == 0.0
+    _, config = bench.parse_args(["--plugin", "p", "--seconds", "12.5"])
+    assert config.seconds == 12.5
+    report = _report()
+    assert "more until" not in bench_report.markdown(report)
+    report["config"]["seconds"] = 12.5
+    line = "(requests=30), more until 12.5 s have passed, warm-up w"
+    assert line in bench_report.markdown(report)
+
+
 def test_quick_cpu_preset() -> None:
     config = bench.default_config("p", "cpu", quick=True)
     assert config.concurrencies == [1, 4, 16]

@@ -308,6 +308,27 @@ def test_closed_loop_concurrency_above_requests() -> None:
     assert len(state["bodies"]) == 3
 
 
+def test_closed_loop_goes_on_until_min_seconds() -> None:
+    """With ``min_seconds`` the clients keep sending past ``requests``, numbering the bodies
+    on, until the measured part has lasted that long; the warm-up is not part of it."""
+    handler, state = _mock(delay=0.01)
+    point = run_closed(handler, concurrency=4, requests=8, warmup=2, min_seconds=0.3)
+    numbers = sorted(b["i"] for b in state["bodies"])
+    assert numbers == list(range(len(numbers)))  # every body once, numbered on from 10
+    assert point.count == len(numbers) - 2
+    # 4 clients at >= 10 ms a request: at most ~120 requests in 0.3 s, far more than 8.
+    assert 8 < point.count <= 4 * (0.3 / 0.01 + 1)
+    assert point.wall_seconds >= 0.3
+    assert state["max_in_flight"] == 4
+
+
+def test_closed_loop_min_seconds_keeps_at_least_the_requests() -> None:
+    handler, state = _mock(delay=0.0)
+    point = run_closed(handler, concurrency=2, requests=30, warmup=0, min_seconds=1e-6)
+    assert point.count >= 30
+    assert sorted(b["i"] for b in state["bodies"])[:30] == list(range(30))
+
+
 def test_closed_loop_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="concurrency"):
         asyncio.run(closed_loop(Workload("http://x", lambda i: {}, requests=1), concurrency=0))
@@ -315,3 +336,5 @@ def test_closed_loop_rejects_bad_arguments() -> None:
         Workload("http://x", lambda i: {}, requests=0)
     with pytest.raises(ValueError, match="warmup"):
         Workload("http://x", lambda i: {}, requests=1, warmup=-1)
+    with pytest.raises(ValueError, match="min_seconds"):
+        Workload("http://x", lambda i: {}, requests=1, min_seconds=-1.0)

@@ -283,6 +283,11 @@ class BenchConfig:
     to 12 % below 16 clients on mt5_gliner; with 256 requests, 2 - 8 % above)."""
     warmup_max: int = 8
     """Warm-up requests per point: ``max(2, min(concurrency, warmup_max))``."""
+    seconds: float = 0.0
+    """Least wall seconds of each closed-loop point's measured part (more requests than
+    ``requests_for`` where that many are over sooner). On the H200, 512 requests at 256
+    clients took half a second: rounds of one point spread by up to 40 %, and a py-spy
+    profile of it held some 20 samples of the engine core."""
     rounds: int = 1
     """Sweeps over all client counts per server; each point reports its median round (by
     req/s) and every round's req/s, so a ratio between servers can be told from run-to-run
@@ -804,7 +809,10 @@ class ServerRun:
             self.progress.set_postfix_str(f"{spec.name} c={concurrency}")
             warmup = config.warmup_for(concurrency)
             requests = config.requests_for(concurrency)
-            work = Workload(self.url, self.make_body, requests, warmup, self.tokens_of)
+            work = Workload(
+                self.url, self.make_body, requests, warmup, self.tokens_of,
+                min_seconds=config.seconds,
+            )  # fmt: skip
             seen = self.usage(f"c{concurrency}" if round_index == 0 else None)
             point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
             self.rounds[concurrency].append(
@@ -1064,6 +1072,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument("--concurrency", help="comma list of closed-loop client counts")
     ap.add_argument("--requests", type=int, help="measured requests per point (min; >= 2c)")
     ap.add_argument(
+        "--seconds", type=float, default=0.0,
+        help="closed loop: go on sending until each point's measured part lasted this long",
+    )  # fmt: skip
+    ap.add_argument(
         "--rounds", type=int, default=1,
         help="closed-loop sweeps per server; each point reports the median round and the spread",
     )  # fmt: skip
@@ -1133,6 +1145,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     if args.requests:
         config.requests = args.requests
         config.reference_requests = args.requests
+    config.seconds = args.seconds
     if args.batch_sizes:
         config.batch_sizes = sorted({1, *(int(b) for b in args.batch_sizes.split(","))})
     if args.rates:

@@ -206,7 +206,9 @@ def markdown(report: dict[str, Any]) -> str:
         ),
         (
             f"- Closed loop: {cfg['requests_per_point']} measured requests per point "
-            f"(requests={cfg['requests']}), warm-up {cfg['warmup_per_point']} not measured"
+            f"(requests={cfg['requests']})"
+            + (f", more until {cfg['seconds']:g} s have passed" if cfg.get("seconds") else "")
+            + f", warm-up {cfg['warmup_per_point']} not measured"
             + (
                 f"; each point the median of {cfg['rounds']} rounds (sweeps over all client "
                 "counts), every round's req/s in the last column"

@@ -3,7 +3,10 @@
 Closed loop (:func:`closed_loop`): ``concurrency`` clients each send one request, wait for its
 answer, then send the next, until ``warmup + requests`` requests have been sent in total. The
 first ``warmup`` requests are sent the same way but are not measured; the clock for the
-measured part starts once every warm-up request has finished.
+measured part starts once every warm-up request has finished. With ``min_seconds`` the clients
+go on sending (the bodies numbered on) until that many seconds of the measured part have
+passed as well: at a thousand requests a second a fixed count is over in a fraction of a
+second, too short for the machine's jitter to average out or for a sampling profiler to see.
 
 Open loop (:func:`open_loop`): requests are sent at the instants of a seeded Poisson process
 of a given rate (:func:`poisson_schedule`), whether or not earlier ones have been answered.
@@ -32,7 +35,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -161,8 +164,9 @@ def poisson_schedule(rate: float, count: int, seed: int) -> list[float]:
 class Workload:
     """What one load point sends: ``warmup`` unmeasured POSTs to ``url`` (bodies
     ``make_body(0 .. warmup - 1)``), then ``requests`` measured ones (``make_body(warmup ..
-    warmup + requests - 1)``). ``tokens_of(i)``: model input tokens of request ``i`` (for
-    tokens per second)."""
+    warmup + requests - 1)``), in a closed loop more until ``min_seconds`` of the measured part
+    have passed. ``tokens_of(i)``: model input tokens of request ``i`` (for tokens per
+    second)."""
 
     url: str
     make_body: Callable[[int], dict]
@@ -170,12 +174,15 @@ class Workload:
     warmup: int = 0
     tokens_of: Callable[[int], int] | None = None
     timeout: float = 600.0
+    min_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.requests < 1:
             raise ValueError(f"requests must be >= 1, got {self.requests}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if self.min_seconds < 0:
+            raise ValueError(f"min_seconds must be >= 0, got {self.min_seconds}")
 
     def count_tokens(self, indices: Sequence[int]) -> int | None:
         """Model input tokens of the requests ``indices`` (``None`` without ``tokens_of``)."""
@@ -206,15 +213,26 @@ async def _run_phase(
     make_body: Callable[[int], dict],
     concurrency: int,
     indices: range,
+    min_seconds: float = 0.0,
 ) -> tuple[list[float], list[int], float, list[str]]:
-    """Send the requests numbered ``indices`` with ``concurrency`` closed-loop workers.
+    """Send the requests numbered ``indices`` with ``concurrency`` closed-loop workers, and
+    the ones numbered on from there until ``min_seconds`` have passed since the start.
 
     Returns latencies and indices of the successful requests, wall seconds, failure notes.
     """
     latencies: list[float] = []
     ok: list[int] = []
     failures: list[str] = []
-    pending = iter(indices)
+    started = time.perf_counter()
+
+    def numbers() -> Iterator[int]:
+        yield from indices
+        index = indices.stop
+        while time.perf_counter() - started < min_seconds:
+            yield index
+            index += 1
+
+    pending = numbers()
 
     async def worker() -> None:
         # ``next`` on a shared iterator is safe: workers only interleave at ``await``.
@@ -228,8 +246,8 @@ async def _run_phase(
             else:
                 failures.append(failure)
 
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(indices)) or 1)))
+    workers = concurrency if min_seconds > 0 else min(concurrency, len(indices)) or 1
+    await asyncio.gather(*(worker() for _ in range(workers)))
     wall = time.perf_counter() - started
     return latencies, ok, wall, failures
 
@@ -257,8 +275,9 @@ async def closed_loop(
         with monitor or contextlib.nullcontext():
             cpu = time.process_time()
             latencies, ok, wall, failures = await _run_phase(
-                session, url, make_body, concurrency, range(warmup, warmup + requests)
-            )
+                session, url, make_body, concurrency, range(warmup, warmup + requests),
+                work.min_seconds,
+            )  # fmt: skip
             cpu = time.process_time() - cpu
     for failure in failures[:3]:
         logger.warning("failure: %s", failure)
