@@ -28,6 +28,7 @@ import collections
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -193,16 +194,38 @@ class Usage:
                 logger.warning("nvidia-smi gave no utilisation samples")
 
 
-def profile_summary(path: Path, top: int = 25, min_samples: int = 20) -> str:
+# py-spy's root frame of each process: its command line (checkpoint and venv paths included).
+_PROCESS_FRAME = re.compile(r"^process \d+:")
+# Where a frame's file path starts to be the module's own: after an install folder.
+_INSTALL_DIRS = re.compile(r"^.*/(?:site-packages|dist-packages|python3\.\d+)/")
+
+
+def profile_summary(
+    path: Path, top: int = 25, min_samples: int = 20, strip: Sequence[str] = ()
+) -> str:
     """Per sampled thread of a py-spy speedscope file: its sample count, and the functions
-    that held most samples, inclusive (on the stack) and exclusive (at its top)."""
+    that held most samples, inclusive (on the stack) and exclusive (at its top).
+
+    File paths start at the module (``vllm/v1/...``): cut after ``site-packages``,
+    ``dist-packages`` or the standard library's ``python3.N`` folder, and after each prefix in
+    ``strip`` (an install folder on ``PYTHONPATH``, such as a GPU host's ``--target`` folder).
+    The processes' root frames (their command lines) are left out. So a summary of another
+    machine's profile names no folder of that machine, and can be kept with its results."""
     data = json.loads(Path(path).read_text())
     frames = data["shared"]["frames"]
+    prefixes = tuple(prefix.rstrip("/") + "/" for prefix in strip)
 
-    def name(index: int) -> str:
+    def where(file: str) -> str:
+        for prefix in prefixes:
+            if file.startswith(prefix):
+                return file[len(prefix) :]
+        return _INSTALL_DIRS.sub("", file)
+
+    def name(index: int) -> str | None:
         frame = frames[index]
-        where = frame.get("file", "").split("site-packages/")[-1]
-        return f"{frame['name']} ({where}:{frame.get('line')})"
+        if _PROCESS_FRAME.match(frame["name"]):
+            return None
+        return f"{frame['name']} ({where(frame.get('file', ''))}:{frame.get('line')})"
 
     lines = []
     for profile in data["profiles"]:
@@ -212,8 +235,10 @@ def profile_summary(path: Path, top: int = 25, min_samples: int = 20) -> str:
         inclusive: collections.Counter[str] = collections.Counter()
         exclusive: collections.Counter[str] = collections.Counter()
         for stack in stacks:
-            inclusive.update({name(index) for index in stack})
-            exclusive[name(stack[-1])] += 1
+            named = [n for n in map(name, stack) if n is not None]
+            inclusive.update(set(named))
+            if named:
+                exclusive[named[-1]] += 1
         lines += [f"== {profile['name']}: {len(stacks)} samples", "-- on the stack"]
         lines += [f"{100 * n / len(stacks):5.1f}% {key}" for key, n in inclusive.most_common(top)]
         lines += ["-- at the top"]
@@ -225,8 +250,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Summarise a py-spy speedscope profile.")
     parser.add_argument("profile", type=Path)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--strip", action="append", default=[], metavar="PREFIX",
+        help="cut this install folder off file paths (repeatable), e.g. a PYTHONPATH folder",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    print(profile_summary(args.profile, args.top), end="")
+    print(profile_summary(args.profile, args.top, strip=args.strip), end="")
 
 
 if __name__ == "__main__":
