@@ -574,13 +574,28 @@ def test_variants_are_the_plugin_again_with_their_own_environment_and_args() -> 
     assert (spec.name, spec.label) == ("plugin-spans", "plugin x_io (spans)")
     assert spec.env == {"KEEP": "1", "K": "1"} and list(spec.extra_args) == ["--a", "--b=2"]
     assert spec.io_processor_plugin == "x_io" and plugin.env == {"KEEP": "1"}
-    assert bench.with_variants([native], [variant]) == []
+    with pytest.raises(ValueError, match="no 'plugin' server"):
+        bench.with_variants([native], [variant])
+    # "of": vLLM's native model with the same flag, e.g. native and plugin both with async
+    # scheduling, beside both without it, in one interleaved run.
+    both = bench.parse_variant('{"name": "async", "of": "native", "args": ["--async-scheduling"]}')
+    (spec,) = bench.with_variants([native, plugin], [both])
+    assert (spec.name, spec.label) == ("native-async", "vLLM native X (async)")
+    assert spec.io_processor_plugin is None and list(spec.extra_args) == ["--async-scheduling"]
+    with pytest.raises(ValueError, match="no 'native' server"):
+        bench.with_variants([plugin], [both])
     _, config = bench.parse_args(["--variant", '{"name": "two.streams"}', "--interleave"])
-    assert config.variants == [{"name": "two.streams", "env": {}, "args": []}]
+    assert config.variants == [{"name": "two.streams", "env": {}, "args": [], "of": "plugin"}]
     assert config.interleave
     for bad in ('{"env": {}}', '{"name": "a b"}', '{"name": "a", "env": {"K": 1}}',
-                '{"name": "a", "flags": []}', "not json"):  # fmt: skip
+                '{"name": "a", "flags": []}', '{"name": "a", "of": "na tive"}',
+                "not json"):  # fmt: skip
         with pytest.raises(ValueError):
             bench.parse_variant(bad)
     with pytest.raises(SystemExit):  # argparse names the option
         bench.parse_args(["--variant", '{"name": "a", "args": "--x"}'])
+    report = _report()
+    report["config"]["variants"] = [variant, both]
+    text = bench_report.markdown(report)
+    assert '- Variant spans of the plugin server: environment {"K": "1"}' in text
+    assert '- Variant async of the native server: environment {}, server args ["--async-' in text

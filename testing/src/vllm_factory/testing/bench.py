@@ -323,7 +323,8 @@ class BenchConfig:
     interleave: bool = False
     """Start every server first, then sweep them in turn round by round (A B A B ...)."""
     variants: list[dict[str, Any]] = field(default_factory=list)
-    """More plugin servers, each ``{"name", "env", "args"}`` on top of the plugin's own."""
+    """More servers, each ``{"name", "env", "args", "of"}``: the server ``of`` (the plugin, or
+    ``native``) again with ``env`` and ``args`` on top of its own."""
     py_spy_args: list[str] = field(default_factory=list)
     """More ``py-spy record`` options, e.g. ``--gil`` (only threads holding the GIL: whether
     a process's threads together are bound by it) or ``--idle``."""
@@ -914,39 +915,49 @@ def median_round(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def with_variants(
     specs: Sequence[ServerSpec], variants: Sequence[dict[str, Any]]
 ) -> list[ServerSpec]:
-    """The plugin's server again per variant ``{"name", "env", "args"}``: named
-    ``plugin-<name>``, labelled ``<plugin label> (<name>)``, with the variant's environment and
-    server arguments on top of the plugin's own. Compared with the plugin like any peer."""
-    plugin = next((s for s in specs if s.name == "plugin"), None)
-    if plugin is None or not variants:
-        return []
-    return [
-        dataclasses.replace(
-            plugin,
-            name=f"plugin-{v['name']}",
-            label=f"{plugin.label} ({v['name']})",
-            env={**plugin.env, **v.get("env", {})},
-            extra_args=[*plugin.extra_args, *v.get("args", [])],
+    """A server again per variant ``{"name", "env", "args", "of"}``: the server named ``of``
+    (default ``plugin``; ``native`` for vLLM's own model), named ``<of>-<name>``, labelled
+    ``<its label> (<name>)``, with the variant's environment and server arguments on top of
+    its own. Compared with the plugin like any peer. A variant of a server ``specs`` lacks
+    raises ``ValueError``."""
+    by_name = {spec.name: spec for spec in specs}
+    out = []
+    for v in variants:
+        of = v.get("of", "plugin")
+        if of not in by_name:
+            raise ValueError(f"variant {v['name']!r}: this bench has no {of!r} server")
+        base = by_name[of]
+        out.append(
+            dataclasses.replace(
+                base,
+                name=f"{of}-{v['name']}",
+                label=f"{base.label} ({v['name']})",
+                env={**base.env, **v.get("env", {})},
+                extra_args=[*base.extra_args, *v.get("args", [])],
+            )
         )
-        for v in variants
-    ]
+    return out
 
 
 def parse_variant(text: str) -> dict[str, Any]:
     """``--variant``'s JSON: ``{"name": "spans", "env": {"K": "1"}, "args": ["--flag=x"]}``
-    (``env`` and ``args`` optional); raises ``ValueError`` naming what is wrong."""
+    (``env`` and ``args`` optional; ``"of": "native"`` varies vLLM's native model instead of
+    the plugin); raises ``ValueError`` naming what is wrong."""
     variant = json.loads(text)
     if not isinstance(variant, dict) or not re.fullmatch(r"[\w.]+", str(variant.get("name", ""))):
         raise ValueError("a variant needs a \"name\" of letters, digits, '_' or '.'")
-    unknown = set(variant) - {"name", "env", "args"}
+    unknown = set(variant) - {"name", "env", "args", "of"}
     if unknown:
         raise ValueError(f"unknown variant keys {sorted(unknown)}")
     env, args = variant.get("env", {}), variant.get("args", [])
+    of = variant.get("of", "plugin")
+    if not isinstance(of, str) or not re.fullmatch(r"\w+", of):
+        raise ValueError('a variant\'s "of" names a server of the bench, e.g. "native"')
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise ValueError('a variant\'s "env" maps names to strings')
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise ValueError('a variant\'s "args" is a list of strings')
-    return {"name": variant["name"], "env": env, "args": args}
+    return {"name": variant["name"], "env": env, "args": args, "of": of}
 
 
 def run_servers(
@@ -1110,7 +1121,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument(
         "--variant", action="append", default=[], type=_variant_arg, metavar="JSON",
         help='the plugin once more with its own environment / server args, e.g. '
-        '\'{"name": "spans", "env": {"VLLM_FACTORY_GLINER_SPAN_KERNEL": "1"}}\' (repeatable)',
+        '\'{"name": "spans", "env": {"VLLM_FACTORY_GLINER_SPAN_KERNEL": "1"}}\'; with '
+        '"of": "native" vLLM\'s native model instead (repeatable)',
     )  # fmt: skip
     ap.add_argument(
         "--py-spy-arg", action="append", default=[], metavar="ARG",

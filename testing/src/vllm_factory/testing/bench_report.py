@@ -222,7 +222,8 @@ def markdown(report: dict[str, Any]) -> str:
             )
         ),
         *(
-            f"- Variant {v['name']} of the plugin: environment {json.dumps(v.get('env', {}))}, "
+            f"- Variant {v['name']} of the {v.get('of', 'plugin')} server: environment "
+            f"{json.dumps(v.get('env', {}))}, "
             f"server args {json.dumps(v.get('args', []))}"
             for v in cfg.get("variants", [])
         ),
