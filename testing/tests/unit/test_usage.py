@@ -84,23 +84,32 @@ def test_profile_summary_counts_inclusive_and_exclusive(tmp_path: Path) -> None:
 
 def test_profile_summary_names_no_folder_of_the_profiled_machine(tmp_path: Path) -> None:
     """Paths start at the module (after site-packages, the standard library's folder, or a
-    ``strip`` prefix), and the processes' root frames (command lines) are left out."""
+    ``strip`` prefix), any other absolute path keeps only its last part (the reports' own
+    :func:`~vllm_factory.testing.bench_report.portable`), and the processes' root frames
+    (command lines) are left out. The paths are made up, under one invented host folder."""
+    host = "/srv/profiled-host"
     frames = [
-        {"name": 'process 7:"python -m vllm serve /data/ckpt --port 1"', "file": "", "line": 0},
-        {"name": "run", "file": "/usr/lib/python3.12/threading.py", "line": 3},
-        {"name": "step", "file": "/opt/host/site/vllm/engine.py", "line": 5},
-        {"name": "head", "file": "/srv/venv/lib/python3.12/site-packages/pkg/head.py", "line": 8},
+        {"name": f'process 7:"python -m vllm serve {host}/ckpt --port 1"', "file": "", "line": 0},
+        {"name": "run", "file": f"{host}/lib/python3.12/threading.py", "line": 3},
+        {"name": "step", "file": f"{host}/site/vllm/engine.py", "line": 5},
+        {
+            "name": "head",
+            "file": f"{host}/venv/lib/python3.12/site-packages/pkg/head.py",
+            "line": 8,
+        },
+        {"name": "extra", "file": f"{host}/plugins/mod.py", "line": 2},
     ]
-    samples = [[0, 1, 2, 3]] * 10 + [[0]] * 10  # a sample of only the root frame: no top
+    samples = [[0, 1, 2, 3]] * 10 + [[0, 4]] * 5 + [[0]] * 5  # only the root frame: no top
     profile = {"name": 'Thread 1 "MainThread"', "samples": samples}
     path = tmp_path / "p.speedscope.json"
     path.write_text(json.dumps({"shared": {"frames": frames}, "profiles": [profile]}))
-    text = profile_summary(path, min_samples=10, strip=["/opt/host/site/"])
-    assert "process 7" not in text and "/data" not in text
+    text = profile_summary(path, min_samples=10, strip=[f"{host}/site/"])
+    assert "process 7" not in text and "/ckpt" not in text
     assert " 50.0% run (threading.py:3)" in text
     assert " 50.0% step (vllm/engine.py:5)" in text
     assert " 50.0% head (pkg/head.py:8)" in text
-    assert "/opt" not in text and "/srv" not in text and "/usr" not in text
+    assert " 25.0% extra (mod.py:2)" in text
+    assert host not in text and "/srv" not in text
 
 
 def test_py_spy_records_the_tree_with_the_extra_options(tmp_path: Path, monkeypatch) -> None:

@@ -38,6 +38,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from vllm_factory.testing.bench_report import portable
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["Usage", "is_running", "process_tree", "profile_summary", "role_of"]
@@ -209,8 +211,10 @@ def profile_summary(
     File paths start at the module (``vllm/v1/...``): cut after ``site-packages``,
     ``dist-packages`` or the standard library's ``python3.N`` folder, and after each prefix in
     ``strip`` (an install folder on ``PYTHONPATH``, such as a GPU host's ``--target`` folder).
-    The processes' root frames (their command lines) are left out. So a summary of another
-    machine's profile names no folder of that machine, and can be kept with its results."""
+    Every line then goes through the reports' :func:`bench_report.portable` (an absolute path
+    left keeps only its last part), and the processes' root frames (their command lines, at
+    100 % of every stack) are left out: a summary of another machine's profile names no
+    folder of that machine and can be kept with its results."""
     data = json.loads(Path(path).read_text())
     frames = data["shared"]["frames"]
     prefixes = tuple(prefix.rstrip("/") + "/" for prefix in strip)
@@ -225,7 +229,7 @@ def profile_summary(
         frame = frames[index]
         if _PROCESS_FRAME.match(frame["name"]):
             return None
-        return f"{frame['name']} ({where(frame.get('file', ''))}:{frame.get('line')})"
+        return portable(f"{frame['name']} ({where(frame.get('file', ''))}:{frame.get('line')})")
 
     lines = []
     for profile in data["profiles"]:
@@ -236,7 +240,7 @@ def profile_summary(
         exclusive: collections.Counter[str] = collections.Counter()
         for stack in stacks:
             named = [n for n in map(name, stack) if n is not None]
-            inclusive.update(set(named))
+            inclusive.update(dict.fromkeys(named, 1))  # once per sample; ties in stack order
             if named:
                 exclusive[named[-1]] += 1
         lines += [f"== {profile['name']}: {len(stacks)} samples", "-- on the stack"]
