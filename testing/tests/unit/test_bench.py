@@ -64,6 +64,21 @@ def test_seconds_option_and_report_line() -> None:
     assert line in bench_report.markdown(report)
 
 
+def test_client_processes_option_and_report_line() -> None:
+    """``--client-processes`` spreads the clients over load generator processes; the report
+    says so and that its CPU column is the busiest one's; below one is refused."""
+    assert bench.parse_args(["--plugin", "p"])[1].client_processes == 1
+    _, config = bench.parse_args(["--plugin", "p", "--client-processes", "4"])
+    assert config.client_processes == 4
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--plugin", "p", "--client-processes", "0"])
+    report = _report()
+    assert "load generator processes" not in bench_report.markdown(report)
+    report["config"]["client_processes"] = 4
+    line = "; clients spread over 4 load generator processes (CPU column: the busiest)"
+    assert line in bench_report.markdown(report)
+
+
 def test_quick_cpu_preset() -> None:
     config = bench.default_config("p", "cpu", quick=True)
     assert config.concurrencies == [1, 4, 16]

@@ -5,11 +5,13 @@ own event loop (no vLLM)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import math
 import statistics
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 from aiohttp import web
@@ -18,6 +20,7 @@ from vllm_factory.testing.loadgen import (
     Point,
     Workload,
     closed_loop,
+    closed_loop_processes,
     open_loop,
     percentile,
     poisson_schedule,
@@ -338,3 +341,86 @@ def test_closed_loop_rejects_bad_arguments() -> None:
         Workload("http://x", lambda i: {}, requests=1, warmup=-1)
     with pytest.raises(ValueError, match="min_seconds"):
         Workload("http://x", lambda i: {}, requests=1, min_seconds=-1.0)
+
+
+# -- several load generator processes ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _threaded(handler: Handler) -> Iterator[str]:
+    """The handler served on the loopback interface by an event loop in a thread, so that this
+    (blocking) test's forked client processes have something to send to."""
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/pooling", handler)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = runner.addresses[0][1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/pooling"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+def test_closed_loop_processes_send_every_number_once() -> None:
+    """Three processes share 5 clients: warm-up and measured bodies are each sent once, the
+    clients in flight never exceed 5, and the point counts the measured ones only."""
+    handler, state = _mock(delay=0.01)
+    with _threaded(handler) as url:
+        point = closed_loop_processes(Workload(url, body, 30, 6), 5, 3)
+    assert sorted(b["i"] for b in state["bodies"]) == list(range(36))
+    assert point.count == 30 and point.errors == 0 and point.concurrency == 5
+    assert state["max_in_flight"] <= 5
+    assert point.req_per_s == pytest.approx(30 / point.wall_seconds)
+    assert point.p50_ms is not None and point.p50_ms >= 10.0
+    assert point.client_cpu_share is not None and 0 < point.client_cpu_share < 1
+
+
+def test_closed_loop_processes_go_on_until_min_seconds() -> None:
+    handler, state = _mock(delay=0.01)
+    with _threaded(handler) as url:
+        point = closed_loop_processes(Workload(url, body, 8, 2, min_seconds=0.3), 4, 2)
+    numbers = sorted(b["i"] for b in state["bodies"])
+    assert len(numbers) == len(set(numbers))  # no number sent twice
+    assert numbers[:10] == list(range(10))
+    assert point.count == len(numbers) - 2 and point.count > 8
+    assert point.wall_seconds >= 0.3
+
+
+def test_closed_loop_processes_count_errors_and_tokens() -> None:
+    handler, _ = _mock(delay=0.0, fail_every=5)
+    with _threaded(handler) as url:
+        work = Workload(url, body, 20, 0, tokens_of=lambda i: i)
+        point = closed_loop_processes(work, 4, 2)
+    # 0, 5, 10 and 15 fail; the tokens are those of the others.
+    assert point.errors == 4 and point.count == 16
+    assert point.tokens == sum(range(20)) - (0 + 5 + 10 + 15)
+
+
+def test_closed_loop_processes_count_a_dead_server_as_errors() -> None:
+    # Nothing listens on port 9: every request fails at connect and is counted, none raises.
+    point = closed_loop_processes(Workload("http://127.0.0.1:9/pooling", body, 4, 0), 2, 2)
+    assert point.count == 0 and point.errors == 4 and point.p50_ms is None
+
+
+def test_closed_loop_processes_raise_what_failed_in_a_process() -> None:
+    def broken(i: int) -> dict:
+        raise KeyError(f"no body {i}")
+
+    with pytest.raises(RuntimeError, match="load generator process failed: KeyError"):
+        closed_loop_processes(Workload("http://127.0.0.1:9/pooling", broken, 4, 2), 2, 2)
+
+
+def test_closed_loop_processes_reject_bad_arguments() -> None:
+    work = Workload("http://x", body, requests=1)
+    with pytest.raises(ValueError, match="concurrency"):
+        closed_loop_processes(work, 0, 2)
+    with pytest.raises(ValueError, match="processes"):
+        closed_loop_processes(work, 2, 0)

@@ -51,7 +51,14 @@ from typing import Any, Self
 import httpx
 from packaging.requirements import Requirement
 from vllm_factory.testing import bench_report
-from vllm_factory.testing.loadgen import Point, Workload, closed_loop, open_loop, summarize
+from vllm_factory.testing.loadgen import (
+    Point,
+    Workload,
+    closed_loop,
+    closed_loop_processes,
+    open_loop,
+    summarize,
+)
 from vllm_factory.testing.refenv import SCRIPTS
 from vllm_factory.testing.scripts.tiny_checkpoint import extra_text
 from vllm_factory.testing.server import (
@@ -288,6 +295,10 @@ class BenchConfig:
     ``requests_for`` where that many are over sooner). On the H200, 512 requests at 256
     clients took half a second: rounds of one point spread by up to 40 %, and a py-spy
     profile of it held some 20 samples of the engine core."""
+    client_processes: int = 1
+    """Load generator processes of a closed-loop point (its clients spread over them,
+    :func:`~vllm_factory.testing.loadgen.closed_loop_processes`): one Python process sends
+    and reads about 2500 ColBERT answers a second at most, under what two H200s serve."""
     rounds: int = 1
     """Sweeps over all client counts per server; each point reports its median round (by
     req/s) and every round's req/s, so a ratio between servers can be told from run-to-run
@@ -815,7 +826,12 @@ class ServerRun:
                 min_seconds=config.seconds,
             )  # fmt: skip
             seen = self.usage(f"c{concurrency}" if round_index == 0 else None)
-            point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
+            if config.client_processes > 1:
+                point = closed_loop_processes(
+                    work, concurrency, config.client_processes, monitor=seen
+                )
+            else:
+                point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
             self.rounds[concurrency].append(
                 {**self.measured(point, warmup, seen), "warmup": warmup}
             )
@@ -1087,6 +1103,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         help="closed loop: go on sending until each point's measured part lasted this long",
     )  # fmt: skip
     ap.add_argument(
+        "--client-processes", type=int, default=1,
+        help="closed loop: spread each point's clients over this many load generator processes",
+    )  # fmt: skip
+    ap.add_argument(
         "--rounds", type=int, default=1,
         help="closed-loop sweeps per server; each point reports the median round and the spread",
     )  # fmt: skip
@@ -1167,6 +1187,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     config.rounds = args.rounds
+    if args.client_processes < 1:
+        ap.error("--client-processes must be at least 1")
+    config.client_processes = args.client_processes
     config.only = args.only
     config.skip_reference = args.skip_reference
     config.encoding = args.encoding

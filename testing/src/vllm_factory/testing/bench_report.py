@@ -210,6 +210,12 @@ def markdown(report: dict[str, Any]) -> str:
             + (f", more until {cfg['seconds']:g} s have passed" if cfg.get("seconds") else "")
             + f", warm-up {cfg['warmup_per_point']} not measured"
             + (
+                f"; clients spread over {cfg['client_processes']} load generator processes "
+                "(CPU column: the busiest)"
+                if cfg.get("client_processes", 1) > 1
+                else ""
+            )
+            + (
                 f"; each point the median of {cfg['rounds']} rounds (sweeps over all client "
                 "counts), every round's req/s in the last column"
                 if cfg.get("rounds", 1) > 1

@@ -13,6 +13,9 @@ of a given rate (:func:`poisson_schedule`), whether or not earlier ones have bee
 A request's latency runs from its *scheduled* instant, so a server that falls behind shows
 its queueing delay (no coordinated omission).
 
+:func:`closed_loop_processes` spreads a closed loop's clients over several forked processes,
+for rates one Python process cannot send and read.
+
 Both take a :class:`Workload` (what to send); with its ``tokens_of(i)``, the number of
 model input tokens of request ``i``, the point also reports tokens per second.
 
@@ -33,8 +36,11 @@ import asyncio
 import contextlib
 import logging
 import math
+import multiprocessing
 import random
+import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -47,6 +53,7 @@ __all__ = [
     "Point",
     "Workload",
     "closed_loop",
+    "closed_loop_processes",
     "open_loop",
     "percentile",
     "poisson_schedule",
@@ -78,7 +85,8 @@ class Point:
     offered_rate: float | None = None
     """Open loop only: the Poisson arrival rate in requests per second."""
     client_cpu_share: float | None = None
-    """CPU seconds the load generator's process spent over the point's wall seconds."""
+    """CPU seconds the load generator's process spent over the point's wall seconds (of its
+    busiest process where :func:`closed_loop_processes` used several)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -216,7 +224,8 @@ async def _run_phase(
     min_seconds: float = 0.0,
 ) -> tuple[list[float], list[int], float, list[str]]:
     """Send the requests numbered ``indices`` with ``concurrency`` closed-loop workers, and
-    the ones numbered on from there until ``min_seconds`` have passed since the start.
+    the ones numbered on from there (in the range's step) until ``min_seconds`` have passed
+    since the start.
 
     Returns latencies and indices of the successful requests, wall seconds, failure notes.
     """
@@ -227,10 +236,12 @@ async def _run_phase(
 
     def numbers() -> Iterator[int]:
         yield from indices
-        index = indices.stop
+        # On past the range in its own step, so that processes sending every p-th number
+        # (:func:`closed_loop_processes`) never send the same one.
+        index = indices.start + len(indices) * indices.step
         while time.perf_counter() - started < min_seconds:
             yield index
-            index += 1
+            index += indices.step
 
     pending = numbers()
 
@@ -291,6 +302,120 @@ async def closed_loop(
         "concurrency %d: %d ok, %d errors, %.2f req/s, p50 %s ms, p95 %s ms, client CPU %.0f %%",
         concurrency, point.count, point.errors, point.req_per_s,
         _fmt(point.p50_ms), _fmt(point.p95_ms), 100 * cpu / wall,
+    )  # fmt: skip
+    return point
+
+
+def _shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal whole shares (the first ones one larger)."""
+    base, extra = divmod(total, parts)
+    return [base + (k < extra) for k in range(parts)]
+
+
+def _client_process(
+    work: Workload, clients: int, k: int, processes: int, barrier: Any, results: Any
+) -> None:
+    """One process of :func:`closed_loop_processes`: its ``clients`` send the warm-up and
+    measured numbers ``k, k + processes, ...``; the measured part starts at ``barrier``."""
+
+    async def run() -> dict[str, Any]:
+        url, make_body = work.url, work.make_body
+        async with _session(clients, work.timeout) as session:
+            warm = range(k, work.warmup, processes)
+            if len(warm):
+                await _run_phase(session, url, make_body, clients, warm)
+            barrier.wait(timeout=work.timeout)
+            cpu, start = time.process_time(), time.monotonic()
+            latencies, ok, _, failures = await _run_phase(
+                session, url, make_body, clients,
+                range(work.warmup + k, work.warmup + work.requests, processes), work.min_seconds,
+            )  # fmt: skip
+            end = time.monotonic()
+            cpu = time.process_time() - cpu
+        return {
+            "latencies": latencies, "ok": ok, "failures": len(failures),
+            "notes": failures[:3], "start": start, "end": end, "cpu": cpu,
+        }  # fmt: skip
+
+    try:
+        results.put(asyncio.run(run()))
+    except Exception as exc:  # noqa: BLE001 - the parent must hear of it, not wait for it
+        barrier.abort()
+        results.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def closed_loop_processes(
+    work: Workload,
+    concurrency: int,
+    processes: int,
+    *,
+    monitor: contextlib.AbstractContextManager | None = None,
+) -> Point:
+    """:func:`closed_loop` with the ``concurrency`` clients spread over ``processes`` forked
+    load generator processes, for rates past what one Python process can send and read (on the
+    H200, one process used half a core at 1250 req/s of ColBERT answers).
+
+    Process ``k`` sends the bodies numbered ``k, k + processes, ...`` (warm-up, measured and,
+    with ``min_seconds``, numbered on), so every number is sent once. The measured part starts
+    in every process at once, after all warm-ups; its wall time runs from the first start to
+    the last answer. ``client_cpu_share`` is the busiest process's. Processes are forked, as
+    ``work.make_body`` need not pickle: call this from a thread-light parent.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if processes < 1:
+        raise ValueError(f"processes must be >= 1, got {processes}")
+    processes = min(processes, concurrency)
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(processes + 1)
+    results = context.Queue()
+    children = [
+        context.Process(
+            target=_client_process,
+            args=(work, clients, k, processes, barrier, results),
+            name=f"loadgen-{k}",
+            daemon=True,
+        )
+        for k, clients in enumerate(_shares(concurrency, processes))
+    ]
+    with warnings.catch_warnings():
+        # Python 3.12 warns of fork() beside threads; a child only runs its own new event loop.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for child in children:
+            child.start()
+    parts: list[dict[str, Any]] = []
+    try:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=work.timeout)
+        with monitor or contextlib.nullcontext():
+            for _ in children:
+                parts.append(results.get(timeout=work.timeout + work.min_seconds + 60))
+                if "error" in parts[-1]:
+                    break
+    finally:
+        for child in children:
+            child.join(timeout=5)
+            if child.is_alive():
+                child.terminate()
+    errors = [part["error"] for part in parts if "error" in part]
+    if errors:
+        raise RuntimeError(f"load generator process failed: {errors[0]}")
+    latencies = [value for part in parts for value in part["latencies"]]
+    ok = [index for part in parts for index in part["ok"]]
+    wall = max(part["end"] for part in parts) - min(part["start"] for part in parts)
+    for note in [note for part in parts for note in part["notes"]][:3]:
+        logger.warning("failure: %s", note)
+    point = replace(
+        summarize(
+            latencies, wall, sum(part["failures"] for part in parts), concurrency=concurrency,
+            tokens=work.count_tokens(ok),
+        ),
+        client_cpu_share=max(part["cpu"] / (part["end"] - part["start"]) for part in parts),
+    )  # fmt: skip
+    logger.info(
+        "concurrency %d over %d processes: %d ok, %d errors, %.2f req/s, p50 %s ms, busiest "
+        "client process CPU %.0f %%", concurrency, processes, point.count, point.errors,
+        point.req_per_s, _fmt(point.p50_ms), 100 * (point.client_cpu_share or 0),
     )  # fmt: skip
     return point
 
