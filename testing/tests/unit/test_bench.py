@@ -242,6 +242,23 @@ def test_factors_and_markdown_compare_the_plugin_with_a_peer_server() -> None:
     assert "1: 2.50x, 4: 2.50x" in text
 
 
+def test_markdown_states_the_scaling_of_a_server_on_more_gpus() -> None:
+    """A variant on two GPUs (``--data-parallel-size 2``) is read as scale-out: its peak over
+    the one-GPU plugin's and the share of linear scaling; a peer on as many GPUs is not."""
+    report = _report()
+    report["servers"]["plugin"]["gpus"] = 1
+    report["servers"]["plugin-dp2"] = {
+        "label": "plugin (dp2)", "gpus": 2, "points": [_point(1, 4.0), _point(4, 12.5)],
+    }  # fmt: skip
+    report["servers"]["gliner-serve"] = {"label": "gliner.serve", "points": [_point(4, 4.0)]}
+    report["factors"] = f = bench.factors(report)
+    assert f["plugin_gpus"] == 1 and f["peers"]["plugin-dp2"]["gpus"] == 2
+    text = bench_report.markdown(report)
+    line = "; on 2 GPUs against the plugin's 1: **1.25x** its peak, 62 % of linear scaling"
+    assert line in text
+    assert text.count("of linear scaling") == 1
+
+
 def test_gliner_spec_runs_gliner_serve_beside_the_plugin(tmp_path: Path) -> None:
     """The GLiNER spec's second server is gliner.serve, started from --ref-python with the
     checkpoint's word and span limits and the run's --peer-arg flags."""

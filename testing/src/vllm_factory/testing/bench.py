@@ -1038,6 +1038,7 @@ def factors(report: dict[str, Any]) -> dict[str, Any]:
         "plugin_peak_req_per_s": plugin_peak["req_per_s"],
         "plugin_peak_concurrency": plugin_peak["concurrency"],
         "plugin_peak_mfu": plugin_peak.get("mfu"),
+        "plugin_gpus": servers["plugin"].get("gpus", 1),
     }
     reference = report.get("reference")
     if reference:
@@ -1061,6 +1062,7 @@ def factors(report: dict[str, Any]) -> dict[str, Any]:
             "peak_mfu": peak.get("mfu"),
             "vs_peak": plugin_peak["req_per_s"] / peak["req_per_s"],
             "vs_by_concurrency": _by_concurrency(servers["plugin"], server),
+            "gpus": server.get("gpus", 1),
         }
     if peers:
         out["peers"] = peers

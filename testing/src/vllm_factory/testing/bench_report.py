@@ -166,8 +166,23 @@ def _factor_lines(report: dict[str, Any]) -> list[str]:
             f"- vs {peer['label']} peak ({peer['peak_req_per_s']:.2f} req/s"
             + ("" if mfu is None else f", MFU {100 * mfu:.1f}%")
             + f"): **{peer['vs_peak']:.2f}x**; per client count: {per}"
+            + _scaling(peer, f.get("plugin_gpus", 1))
         )
     return lines
+
+
+def _scaling(peer: dict[str, Any], plugin_gpus: int) -> str:
+    """For a server on more GPUs than the plugin (``--data-parallel-size 2``): its peak over the
+    plugin's, and that as a share of scaling linearly with the GPUs."""
+    gpus = peer.get("gpus", 1)
+    if gpus <= plugin_gpus:
+        return ""
+    gain = 1 / peer["vs_peak"]
+    linear = gain * plugin_gpus / gpus
+    return (
+        f"; on {gpus} GPUs against the plugin's {plugin_gpus}: **{gain:.2f}x** its peak, "
+        f"{100 * linear:.0f} % of linear scaling"
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:
