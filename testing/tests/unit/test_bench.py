@@ -259,6 +259,20 @@ def test_markdown_states_the_scaling_of_a_server_on_more_gpus() -> None:
     assert text.count("of linear scaling") == 1
 
 
+def test_markdown_summary_without_a_plugin_server_gives_each_peak() -> None:
+    """A run of a variant alone (``--only none --variant ...``) has no plugin to compare
+    with: its summary still gives every server's peak."""
+    report = _report()
+    del report["servers"]["plugin"], report["servers"]["native"]
+    report["servers"]["plugin-dp2"] = {
+        "label": "plugin (dp2)", "gpus": 2, "points": [_point(4, 12.5, mfu=0.18)],
+    }  # fmt: skip
+    report["factors"] = bench.factors(report)
+    assert report["factors"] == {}
+    text = bench_report.markdown(report)
+    assert "- plugin (dp2) peak: **12.50 req/s** at 4 clients, MFU 18.0% a GPU on 2 GPUs" in text
+
+
 def test_gliner_spec_runs_gliner_serve_beside_the_plugin(tmp_path: Path) -> None:
     """The GLiNER spec's second server is gliner.serve, started from --ref-python with the
     checkpoint's word and span limits and the run's --peer-arg flags."""

@@ -132,8 +132,9 @@ def _reference_table(reference: dict[str, Any]) -> list[str]:
 
 def _factor_lines(report: dict[str, Any]) -> list[str]:
     f = report.get("factors") or {}
-    if not f:
-        return []
+    if not f:  # no plugin server to compare with (e.g. a run of one variant): each one's peak
+        return [_peak_line(server.get("label", name), server) for name, server in
+                report.get("servers", {}).items() if server.get("points")]  # fmt: skip
     lib = (report.get("reference") or {}).get("library", "reference")
     lines = [
         (
@@ -169,6 +170,20 @@ def _factor_lines(report: dict[str, Any]) -> list[str]:
             + _scaling(peer, f.get("plugin_gpus", 1))
         )
     return lines
+
+
+def _peak_line(label: str, server: dict[str, Any]) -> str:
+    peak = max(server["points"], key=lambda p: p["req_per_s"])
+    mfu = peak.get("mfu")
+    return (
+        f"- {label} peak: **{peak['req_per_s']:.2f} req/s** at {peak['concurrency']} clients"
+        + ("" if mfu is None else f", MFU {100 * mfu:.1f}%")
+        + (
+            f" a GPU on {server['gpus']} GPUs"
+            if mfu is not None and server.get("gpus", 1) > 1
+            else ""
+        )
+    )
 
 
 def _scaling(peer: dict[str, Any], plugin_gpus: int) -> str:
