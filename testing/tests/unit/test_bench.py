@@ -51,32 +51,34 @@ def test_server_env_option() -> None:
         bench.parse_env(["NOVALUE"])
 
 
-def test_seconds_option_and_report_line() -> None:
-    """``--seconds`` sets each closed-loop point's least duration; the report says so, and a
-    report without it (older results) reads as before."""
-    assert bench.parse_args(["--plugin", "p"])[1].seconds == 0.0
-    _, config = bench.parse_args(["--plugin", "p", "--seconds", "12.5"])
-    assert config.seconds == 12.5
+@pytest.mark.parametrize(
+    ("flag", "value", "field", "absent", "line"),
+    [
+        ("--seconds", "12.5", "seconds", "more until",
+         "(requests=30), more until 12.5 s have passed, warm-up w"),
+        ("--client-processes", "4", "client_processes", "load generator processes",
+         "; clients spread over 4 load generator processes (CPU column: the busiest)"),
+    ],
+)  # fmt: skip
+def test_closed_loop_option_and_report_line(
+    flag: str, value: str, field: str, absent: str, line: str
+) -> None:
+    """``--seconds`` (each closed-loop point's least duration) and ``--client-processes``
+    (clients over load generator processes) reach the config, the report says so, and a report
+    without them (older results) reads as before."""
+    default = bench.parse_args(["--plugin", "p"])[1]
+    assert getattr(default, field) == {"seconds": 0.0, "client_processes": 1}[field]
+    _, config = bench.parse_args(["--plugin", "p", flag, value])
+    assert getattr(config, field) == type(getattr(default, field))(value)
     report = _report()
-    assert "more until" not in bench_report.markdown(report)
-    report["config"]["seconds"] = 12.5
-    line = "(requests=30), more until 12.5 s have passed, warm-up w"
+    assert absent not in bench_report.markdown(report)
+    report["config"][field] = getattr(config, field)
     assert line in bench_report.markdown(report)
 
 
-def test_client_processes_option_and_report_line() -> None:
-    """``--client-processes`` spreads the clients over load generator processes; the report
-    says so and that its CPU column is the busiest one's; below one is refused."""
-    assert bench.parse_args(["--plugin", "p"])[1].client_processes == 1
-    _, config = bench.parse_args(["--plugin", "p", "--client-processes", "4"])
-    assert config.client_processes == 4
+def test_client_processes_below_one_are_refused() -> None:
     with pytest.raises(SystemExit):
         bench.parse_args(["--plugin", "p", "--client-processes", "0"])
-    report = _report()
-    assert "load generator processes" not in bench_report.markdown(report)
-    report["config"]["client_processes"] = 4
-    line = "; clients spread over 4 load generator processes (CPU column: the busiest)"
-    assert line in bench_report.markdown(report)
 
 
 def test_quick_cpu_preset() -> None:

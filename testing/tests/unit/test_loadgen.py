@@ -383,6 +383,16 @@ def test_closed_loop_processes_send_every_number_once() -> None:
     assert point.client_cpu_share is not None and 0 < point.client_cpu_share < 1
 
 
+def test_closed_loop_processes_with_one_process_is_the_closed_loop() -> None:
+    """One process (or fewer clients than processes asked for: here one client) runs
+    :func:`closed_loop` in this process, with the same counts."""
+    handler, state = _mock(delay=0.0)
+    with _threaded(handler) as url:
+        point = closed_loop_processes(Workload(url, body, 12, 3), 1, 4)
+    assert sorted(b["i"] for b in state["bodies"]) == list(range(15))
+    assert point.count == 12 and point.concurrency == 1 and state["max_in_flight"] == 1
+
+
 def test_closed_loop_processes_go_on_until_min_seconds() -> None:
     handler, state = _mock(delay=0.01)
     with _threaded(handler) as url:

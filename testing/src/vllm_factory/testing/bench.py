@@ -826,12 +826,7 @@ class ServerRun:
                 min_seconds=config.seconds,
             )  # fmt: skip
             seen = self.usage(f"c{concurrency}" if round_index == 0 else None)
-            if config.client_processes > 1:
-                point = closed_loop_processes(
-                    work, concurrency, config.client_processes, monitor=seen
-                )
-            else:
-                point = asyncio.run(closed_loop(work, concurrency, monitor=seen))
+            point = closed_loop_processes(work, concurrency, config.client_processes, monitor=seen)
             self.rounds[concurrency].append(
                 {**self.measured(point, warmup, seen), "warmup": warmup}
             )

@@ -263,6 +263,63 @@ async def _run_phase(
     return latencies, ok, wall, failures
 
 
+async def _measure(
+    work: Workload,
+    clients: int,
+    around: contextlib.AbstractContextManager,
+    first: int = 0,
+    step: int = 1,
+) -> dict[str, Any]:
+    """One closed loop of ``clients``: the warm-up numbers ``first, first + step, ...`` below
+    ``work.warmup``, then, inside ``around``, the measured ones from ``work.warmup + first`` in
+    the same step (numbered on until ``work.min_seconds`` have passed). Returns the raw
+    figures :func:`_point_of` combines."""
+    url, make_body = work.url, work.make_body
+    async with _session(clients, work.timeout) as session:
+        warm = range(first, work.warmup, step)
+        if len(warm):
+            _, _, warm_wall, failures = await _run_phase(session, url, make_body, clients, warm)
+            logger.info(
+                "warm-up: %d requests in %.1f s, %d errors", len(warm), warm_wall, len(failures)
+            )
+            for failure in failures[:3]:
+                logger.warning("warm-up failure: %s", failure)
+        with around:
+            cpu, start = time.process_time(), time.monotonic()
+            latencies, ok, _, failures = await _run_phase(
+                session, url, make_body, clients,
+                range(work.warmup + first, work.warmup + work.requests, step), work.min_seconds,
+            )  # fmt: skip
+            end, cpu = time.monotonic(), time.process_time() - cpu
+    return {
+        "latencies": latencies, "ok": ok, "failures": len(failures), "notes": failures[:3],
+        "start": start, "end": end, "cpu": cpu,
+    }  # fmt: skip
+
+
+def _point_of(parts: Sequence[dict[str, Any]], work: Workload, concurrency: int) -> Point:
+    """The point of one or more :func:`_measure` results that ran at the same time: wall time
+    from the first start to the last answer, ``client_cpu_share`` the busiest one's."""
+    wall = max(part["end"] for part in parts) - min(part["start"] for part in parts)
+    for note in [note for part in parts for note in part["notes"]][:3]:
+        logger.warning("failure: %s", note)
+    point = replace(
+        summarize(
+            [value for part in parts for value in part["latencies"]], wall,
+            sum(part["failures"] for part in parts), concurrency=concurrency,
+            tokens=work.count_tokens([index for part in parts for index in part["ok"]]),
+        ),
+        client_cpu_share=max(part["cpu"] / (part["end"] - part["start"]) for part in parts),
+    )  # fmt: skip
+    logger.info(
+        "concurrency %d (%d load generator processes): %d ok, %d errors, %.2f req/s, p50 %s ms, "
+        "p95 %s ms, busiest client CPU %.0f %%", concurrency, len(parts), point.count,
+        point.errors, point.req_per_s, _fmt(point.p50_ms), _fmt(point.p95_ms),
+        100 * (point.client_cpu_share or 0),
+    )  # fmt: skip
+    return point
+
+
 async def closed_loop(
     work: Workload, concurrency: int, *, monitor: contextlib.AbstractContextManager | None = None
 ) -> Point:
@@ -271,39 +328,8 @@ async def closed_loop(
     :class:`~vllm_factory.testing.usage.Usage`) is entered around the measured part only."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    url, make_body = work.url, work.make_body
-    warmup, requests = work.warmup, work.requests
-    async with _session(concurrency, work.timeout) as session:
-        if warmup:
-            _, _, warm_wall, failures = await _run_phase(
-                session, url, make_body, concurrency, range(warmup)
-            )
-            logger.info(
-                "warm-up: %d requests in %.1f s, %d errors", warmup, warm_wall, len(failures)
-            )
-            for failure in failures[:3]:
-                logger.warning("warm-up failure: %s", failure)
-        with monitor or contextlib.nullcontext():
-            cpu = time.process_time()
-            latencies, ok, wall, failures = await _run_phase(
-                session, url, make_body, concurrency, range(warmup, warmup + requests),
-                work.min_seconds,
-            )  # fmt: skip
-            cpu = time.process_time() - cpu
-    for failure in failures[:3]:
-        logger.warning("failure: %s", failure)
-    point = replace(
-        summarize(
-            latencies, wall, len(failures), concurrency=concurrency, tokens=work.count_tokens(ok)
-        ),
-        client_cpu_share=cpu / wall,
-    )
-    logger.info(
-        "concurrency %d: %d ok, %d errors, %.2f req/s, p50 %s ms, p95 %s ms, client CPU %.0f %%",
-        concurrency, point.count, point.errors, point.req_per_s,
-        _fmt(point.p50_ms), _fmt(point.p95_ms), 100 * cpu / wall,
-    )  # fmt: skip
-    return point
+    part = await _measure(work, concurrency, monitor or contextlib.nullcontext())
+    return _point_of([part], work, concurrency)
 
 
 def _shares(total: int, parts: int) -> list[int]:
@@ -312,33 +338,20 @@ def _shares(total: int, parts: int) -> list[int]:
     return [base + (k < extra) for k in range(parts)]
 
 
+@contextlib.contextmanager
+def _at(barrier: Any, timeout: float) -> Iterator[None]:
+    """Enter once every party has reached ``barrier``."""
+    barrier.wait(timeout=timeout)
+    yield
+
+
 def _client_process(
     work: Workload, clients: int, k: int, processes: int, barrier: Any, results: Any
 ) -> None:
-    """One process of :func:`closed_loop_processes`: its ``clients`` send the warm-up and
-    measured numbers ``k, k + processes, ...``; the measured part starts at ``barrier``."""
-
-    async def run() -> dict[str, Any]:
-        url, make_body = work.url, work.make_body
-        async with _session(clients, work.timeout) as session:
-            warm = range(k, work.warmup, processes)
-            if len(warm):
-                await _run_phase(session, url, make_body, clients, warm)
-            barrier.wait(timeout=work.timeout)
-            cpu, start = time.process_time(), time.monotonic()
-            latencies, ok, _, failures = await _run_phase(
-                session, url, make_body, clients,
-                range(work.warmup + k, work.warmup + work.requests, processes), work.min_seconds,
-            )  # fmt: skip
-            end = time.monotonic()
-            cpu = time.process_time() - cpu
-        return {
-            "latencies": latencies, "ok": ok, "failures": len(failures),
-            "notes": failures[:3], "start": start, "end": end, "cpu": cpu,
-        }  # fmt: skip
-
+    """One process of :func:`closed_loop_processes`: its ``clients`` send the numbers ``k,
+    k + processes, ...``; the measured part starts at ``barrier``."""
     try:
-        results.put(asyncio.run(run()))
+        results.put(asyncio.run(_measure(work, clients, _at(barrier, work.timeout), k, processes)))
     except Exception as exc:  # noqa: BLE001 - the parent must hear of it, not wait for it
         barrier.abort()
         results.put({"error": f"{type(exc).__name__}: {exc}"})
@@ -353,7 +366,8 @@ def closed_loop_processes(
 ) -> Point:
     """:func:`closed_loop` with the ``concurrency`` clients spread over ``processes`` forked
     load generator processes, for rates past what one Python process can send and read (on the
-    H200, one process used half a core at 1250 req/s of ColBERT answers).
+    H200, one process used half a core at 1250 req/s of ColBERT answers); with one process,
+    :func:`closed_loop` in this one.
 
     Process ``k`` sends the bodies numbered ``k, k + processes, ...`` (warm-up, measured and,
     with ``min_seconds``, numbered on), so every number is sent once. The measured part starts
@@ -366,6 +380,8 @@ def closed_loop_processes(
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
     processes = min(processes, concurrency)
+    if processes == 1:
+        return asyncio.run(closed_loop(work, concurrency, monitor=monitor))
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(processes + 1)
     results = context.Queue()
@@ -400,24 +416,7 @@ def closed_loop_processes(
     errors = [part["error"] for part in parts if "error" in part]
     if errors:
         raise RuntimeError(f"load generator process failed: {errors[0]}")
-    latencies = [value for part in parts for value in part["latencies"]]
-    ok = [index for part in parts for index in part["ok"]]
-    wall = max(part["end"] for part in parts) - min(part["start"] for part in parts)
-    for note in [note for part in parts for note in part["notes"]][:3]:
-        logger.warning("failure: %s", note)
-    point = replace(
-        summarize(
-            latencies, wall, sum(part["failures"] for part in parts), concurrency=concurrency,
-            tokens=work.count_tokens(ok),
-        ),
-        client_cpu_share=max(part["cpu"] / (part["end"] - part["start"]) for part in parts),
-    )  # fmt: skip
-    logger.info(
-        "concurrency %d over %d processes: %d ok, %d errors, %.2f req/s, p50 %s ms, busiest "
-        "client process CPU %.0f %%", concurrency, processes, point.count, point.errors,
-        point.req_per_s, _fmt(point.p50_ms), 100 * (point.client_cpu_share or 0),
-    )  # fmt: skip
-    return point
+    return _point_of(parts, work, concurrency)
 
 
 async def open_loop(
