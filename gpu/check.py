@@ -26,13 +26,15 @@ KEY=VALUE`` (repeatable) sets one more environment variable for every job and it
 e.g. a plugin's opt-in path to check; recorded the same way.
 
     python gpu/check.py [--artifacts DIR] [--out DIR] [--parallel N] [--deadline EPOCH]
-                        [--reencode PLUGIN,...]
+                        [--reencode PLUGIN,...] [--keep-references]
 
-``--reencode``: before the jobs, those plugins' reference outputs are encoded again on this
+References whose inputs the two machines' libraries read differently are encoded again on this
 host, with its own Python and libraries, from the staged reference folder's checkpoint and
-inputs (the CPU machine's outputs are kept beside them as ``*.cpu.npz``). For references whose
-inputs the two machines' libraries read differently: the ColPali family decodes and resizes
-images with Pillow, whose versions differ (e.g. one 1-bit image).
+inputs, before the jobs (the CPU machine's outputs are kept beside them as ``*.cpu.npz``): the
+ColPali family decodes and resizes images with Pillow, whose versions differ (e.g. one 1-bit
+image), so a reference that recorded another Pillow than the host's is re-encoded where the
+host has its library, and named in the report where it has not (``--keep-references``: never).
+``--reencode``: those plugins' references, whatever their versions (a failure stops the check).
 
 Writes ``<out>/gpu-check.json`` and ``<out>/gpu-check.md`` (default out:
 ``gpu/results/<gpu>/``), plus ``<out>/runs/`` (per-job reports, pytest XML) and
@@ -148,28 +150,34 @@ def model_packages(only: list[str] | None) -> dict[str, tuple[Path, str]]:
     return found
 
 
+def _reference_module(plugin: str, packages: dict[str, tuple[Path, str]]):
+    """The package's ``reference/<name>_reference.py`` module (imported once)."""
+    import importlib
+
+    if plugin not in packages:
+        raise SystemExit(f"--reencode: unknown plugin {plugin}; known: {sorted(packages)}")
+    package = packages[plugin][0]
+    folder = str(package / "reference")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(f"{package.name}_reference")
+
+
 def reencode(plugins: list[str], packages: dict[str, tuple[Path, str]]) -> dict[str, list]:
     """Encode the references of ``plugins`` again with this Python (see the module's doc):
     ``{plugin: [files written]}``. The reference folder must be staged (built elsewhere)."""
-    import importlib
     import shutil
 
     from vllm_factory.testing.refenv import GivenPython
 
     done = {}
     for plugin in plugins:
-        if plugin not in packages:
-            raise SystemExit(f"--reencode: unknown plugin {plugin}; known: {sorted(packages)}")
-        package = packages[plugin][0]
-        sys.path.insert(0, str(package / "reference"))
-        module = importlib.import_module(f"{package.name}_reference")
-        reference = getattr(module, "REFERENCE", None)
+        reference = getattr(_reference_module(plugin, packages), "REFERENCE", None)
         if not hasattr(reference, "encode"):
             raise SystemExit(f"--reencode: {plugin}'s reference cannot be re-encoded here")
-        try:
-            target = module.reference_dir()  # the staged folder (building needs the network)
-        except Exception as error:  # noqa: BLE001 - name what is missing, in one line
-            raise SystemExit(f"--reencode: no staged reference folder for {plugin}: {error}")
+        target = reference.staged_dir()  # building needs the network
+        if target is None:
+            raise SystemExit(f"--reencode: no staged reference folder for {plugin}")
         for npz in target.glob("ref-*.npz"):
             kept = npz.with_name(npz.name.replace(".npz", ".cpu.npz"))
             if not npz.name.endswith(".cpu.npz") and not kept.exists():
@@ -178,6 +186,47 @@ def reencode(plugins: list[str], packages: dict[str, tuple[Path, str]]) -> dict[
         done[plugin] = [str(path.relative_to(target.parent)) for path in written]
         print(f"re-encoded {plugin}: {done[plugin]}", flush=True)
     return done
+
+
+def drifted_references(packages: dict[str, tuple[Path, str]]) -> dict[str, tuple[str, str]]:
+    """``{plugin: (recorded, installed)}`` for the staged references (of ``packages``) whose
+    images were decoded with another Pillow than this host's (``pillow_drift``): their served
+    vectors cannot match them, whatever the server does."""
+    from vllm_factory.testing.colpali.references import pillow_drift
+
+    drifted = {}
+    for plugin in packages:
+        try:
+            module = _reference_module(plugin, packages)
+        except Exception as error:  # noqa: BLE001 - a reference this host cannot load is no drift
+            print(f"{plugin}: reference module not loaded ({error}); not checked", flush=True)
+            continue
+        staged = getattr(getattr(module, "REFERENCE", None), "staged_dir", None)
+        target = staged() if staged else None
+        drift = pillow_drift(target) if target else None
+        if drift:
+            drifted[plugin] = drift
+    return drifted
+
+
+def reencode_drifted(
+    packages: dict[str, tuple[Path, str]], skip: list[str]
+) -> tuple[dict[str, list], dict[str, str]]:
+    """Re-encode every drifted reference (:func:`drifted_references`) not in ``skip``, each on
+    its own: ``({plugin: files written}, {plugin: why not})``; a reference whose library this
+    host lacks stays as it is, with the reason."""
+    done, left = {}, {}
+    for plugin, (recorded, installed) in drifted_references(packages).items():
+        if plugin in skip:
+            continue
+        print(f"{plugin}: the reference decoded its images with Pillow {recorded}, this host "
+              f"has {installed}: re-encoding it here", flush=True)  # fmt: skip
+        try:
+            done.update(reencode([plugin], packages))
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - one line per reference
+            reason = str(error).strip().splitlines()[-1:] or [type(error).__name__]
+            left[plugin] = f"Pillow {recorded} there, {installed} here; not re-encoded: {reason[0]}"
+    return done, left
 
 
 def gpu_name() -> str:
@@ -422,6 +471,19 @@ def startup_facts(result: Result) -> str:
     return "; ".join(parts)
 
 
+def failure_summary(result: Result) -> str:
+    """One table cell on why a job failed: its failing tests with the first line of each
+    message (from the pytest XML), else the job's note; at most 200 characters."""
+    if result.failures:
+        firsts = [
+            (f["test"], (f["message"].strip().splitlines() or [""])[0]) for f in result.failures
+        ]
+        text = "; ".join(f"{test}: {line}" if line else test for test, line in firsts)
+    else:
+        text = result.note
+    return " ".join(text.split())[:200].replace("|", "\\|")
+
+
 def write_results(out: Path, results: list[Result], header: dict) -> None:
     data = {**header, "results": [asdict(r) for r in results]}
     (out / "gpu-check.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -434,7 +496,7 @@ def write_results(out: Path, results: list[Result], header: dict) -> None:
     ]
     for r in results:
         start = ", ".join(f"{s:.0f}" for s in r.server_start_seconds) or "-"
-        verdict = "pass" if r.passed else f"**FAIL** {r.note[:200]}"
+        verdict = "pass" if r.passed else f"**FAIL** {failure_summary(r)}"
         rows.append(
             f"| {r.plugin} | {r.dtype} | {r.mode} | {r.kernels} | {start} | {startup_facts(r)} | "
             f"{verdict} | "
@@ -461,12 +523,21 @@ def write_results(out: Path, results: list[Result], header: dict) -> None:
         "",
         *(
             [
-                "Re-encoded on this host's CPU with its own libraries (`--reencode`; Pillow "
-                f"{env.get('pillow', '?')}): "
+                "Re-encoded on this host's CPU with its own libraries (`--reencode`, or the "
+                f"reference recorded another Pillow than the host's {env.get('pillow', '?')}): "
                 + ", ".join(sorted(header["reencoded_on_this_host"])),
                 "",
             ]
             if header.get("reencoded_on_this_host")
+            else []
+        ),
+        *(
+            [
+                "References whose images another Pillow decoded (their image parity cannot "
+                "hold): " + "; ".join(f"{k}: {v}" for k, v in sorted(drift_left.items())),
+                "",
+            ]
+            if (drift_left := header.get("references_decoded_elsewhere"))
             else []
         ),
         *rows,
@@ -489,6 +560,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=1, help="jobs side by side on the GPU")
     parser.add_argument(
         "--reencode", help="comma-separated plugins whose references this host encodes again"
+    )
+    parser.add_argument(
+        "--keep-references",
+        action="store_true",
+        help="do not re-encode references whose images another Pillow decoded (the default "
+        "re-encodes those it can)",
     )
     parser.add_argument("--deadline", type=float, help="epoch seconds: start nothing after")
     parser.add_argument(
@@ -549,10 +626,13 @@ def main(argv: list[str] | None = None) -> int:
         finished = {r["id"] for r in earlier if not r["note"].startswith(UNFINISHED)}
         jobs = [job for job in jobs if job.id not in finished]
         args.merge = True
-    reencoded = {}
-    if args.reencode:
-        os.environ["VLLM_FACTORY_ARTIFACTS"] = str(args.artifacts)
-        reencoded = reencode(args.reencode.split(","), model_packages(None))
+    os.environ["VLLM_FACTORY_ARTIFACTS"] = str(args.artifacts)
+    asked = args.reencode.split(",") if args.reencode else []
+    reencoded = reencode(asked, model_packages(None)) if asked else {}
+    drift_left = {}
+    if not args.keep_references:
+        more, drift_left = reencode_drifted(packages, skip=asked)
+        reencoded.update(more)
     extra = [*sharing_args(args.parallel), *args.server_arg]
     print(f"{gpu}: {len(jobs)} jobs, {args.parallel} at a time, flags {extra}", flush=True)
     results: list[Result] = []
@@ -589,6 +669,8 @@ def main(argv: list[str] | None = None) -> int:
         header["server_env"] = args.server_env
     if reencoded:
         header["reencoded_on_this_host"] = reencoded
+    if drift_left:
+        header["references_decoded_elsewhere"] = drift_left
     write_results(out, results, header)
     print((out / "gpu-check.md").read_text(encoding="utf-8"))
     return 0 if results and all(r.passed for r in results) else 1

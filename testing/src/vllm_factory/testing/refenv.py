@@ -140,12 +140,24 @@ def script_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path, **(extra or {})}
 
 
+def artifact_dir(name: str, inputs: Sequence[Path], root: Path | None = None) -> Path:
+    """Where :func:`cached_artifact` keeps ``name`` built from ``inputs`` (built or not)."""
+    digest = _digest([p.read_bytes() for p in inputs])
+    return (root or artifacts_root()) / f"{name}-{digest}"
+
+
+def staged_artifact(name: str, inputs: Sequence[Path], root: Path | None = None) -> Path | None:
+    """:func:`cached_artifact`'s directory where it is complete (built here or staged from
+    another machine), else None; never builds."""
+    target = artifact_dir(name, inputs, root)
+    return target if (target / ".complete").exists() else None
+
+
 def cached_artifact(
     name: str, inputs: Sequence[Path], build: callable, root: Path | None = None
 ) -> Path:
     """Directory ``<artifacts>/<name>-<hash(inputs)>`` built once by ``build(dir)``."""
-    digest = _digest([p.read_bytes() for p in inputs])
-    target = (root or artifacts_root()) / f"{name}-{digest}"
+    target = artifact_dir(name, inputs, root)
     done = target / ".complete"
     if done.exists():
         return target

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from vllm_factory.testing.colpali.fixtures import image_b64
+from vllm_factory.testing.colpali.references import pillow_drift
 from vllm_factory.testing.parity import check_vectors, tolerance
 from vllm_factory.testing.report import record
 
@@ -35,20 +36,30 @@ def test_text_parity(server, encode, reference, corpus, colpali_package, part, i
 
 
 @pytest.mark.parity
-def test_image_parity(server, encode, reference, corpus, colpali_package):
+def test_image_parity(server, encode, reference, reference_dir, corpus, colpali_package):
     assert len(corpus.images) >= 10
     sizes = {tuple(np.asarray(v).shape) for v in reference()["image"]}
     assert len(sizes) >= 5, "the corpus' images should give several token counts"
     served = encode({"image": [image_b64(path) for path in corpus.images]})
     expected = reference()["image"]
-    check_vectors(
-        server,
-        colpali_package.name,
-        "images",
-        served,
-        expected,
-        own_run(server, reference, "image"),
-    )
+    try:
+        check_vectors(
+            server,
+            colpali_package.name,
+            "images",
+            served,
+            expected,
+            own_run(server, reference, "image"),
+        )
+    except AssertionError as error:
+        drift = pillow_drift(reference_dir)
+        if drift is None:
+            raise
+        raise AssertionError(
+            f"{error}: the reference decoded its images with Pillow {drift[0]}, this Python "
+            f"(the server's) has {drift[1]}; encode the reference again here "
+            f"(gpu/check.py does where it can, or --reencode {colpali_package.name})"
+        ) from error
 
 
 def maxsim(query: np.ndarray, document: np.ndarray) -> float:

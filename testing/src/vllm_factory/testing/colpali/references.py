@@ -1,4 +1,4 @@
-"""The ColPali family's reference kit (serving venv side; stdlib only, so nox can build the
+"""The ColPali family's reference kit (serving venv side; stdlib-only imports, so nox can build the
 venvs before anything is installed).
 
 Shared by every ColPali-style package (vision-language backbone + multi-vector projection,
@@ -20,11 +20,13 @@ Qwen3-VL backbones, ``scripts/qwen3_vl_tiny.py``), its ``corpus.json`` (queries,
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 
-from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
+from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact, staged_artifact
 
 KIT = Path(__file__).resolve().parent
 # vllm-factory-core's source tree (this file lies in testing/src/vllm_factory/testing/colpali/
@@ -132,9 +134,46 @@ class ColPaliReference:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (the library's layout),
         images/ (``NN.png`` and ``images.json``), ref-colpali.npz (fp32) and
         ref-colpali-bf16.npz (the library's bf16 run); layout in ``colpali_encode.py``."""
-        inputs = [self.builder, self.CORPUS, *KIT_INPUTS, image_processing_file(), *self.inputs]
-        return cached_artifact(self.name, inputs, self._build)
+        return cached_artifact(self.name, self._artifact_inputs(), self._build)
+
+    def staged_dir(self) -> Path | None:
+        """:meth:`reference_dir` where it is complete (built here or staged from another
+        machine), else None; never builds (a GPU host has no network to build with)."""
+        return staged_artifact(self.name, self._artifact_inputs())
+
+    def _artifact_inputs(self) -> list[Path]:
+        return [self.builder, self.CORPUS, *KIT_INPUTS, image_processing_file(), *self.inputs]
 
     def exports(self) -> tuple[Path, Callable[..., Path], Callable[[], Path]]:
         """``CORPUS, build_checkpoint, reference_dir`` for the package module."""
         return self.CORPUS, self.build_checkpoint, self.reference_dir
+
+
+def recorded_pillow(target: Path) -> str | None:
+    """The Pillow version a reference folder's fp32 encoding recorded (``versions`` in the
+    ``meta_json`` of ``ref-colpali.npz``), or None where there is none."""
+    import numpy as np  # here, not at import: nox builds the venvs before numpy is installed
+
+    path = target / "ref-colpali.npz"
+    if not path.exists():
+        return None
+    with np.load(path) as data:
+        if "meta_json" not in data.files:
+            return None
+        meta = json.loads(str(data["meta_json"]))
+    return meta.get("versions", {}).get("pillow")
+
+
+def pillow_drift(target: Path) -> tuple[str, str] | None:
+    """``(recorded, installed)`` where the reference in ``target`` decoded its images with
+    another Pillow than this Python's, else None. Pillow versions decode and resize some images
+    differently (a 1-bit PNG of the nemotron_colembed corpus by up to 0.23 between 12.3 and
+    13.0), so served vectors can only match a reference decoded by the server's own Pillow."""
+    recorded = recorded_pillow(target)
+    try:
+        installed = metadata.version("pillow")
+    except metadata.PackageNotFoundError:
+        return None
+    if recorded is None or recorded == installed:
+        return None
+    return recorded, installed

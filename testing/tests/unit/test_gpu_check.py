@@ -1,0 +1,88 @@
+"""``gpu/check.py``'s handling of staged references and of failures, on the CPU machine: a
+reference whose images another Pillow decoded is re-encoded before the jobs (or named in the
+report where this host cannot), and a failing job's table cell names its failing tests."""
+
+import importlib.util
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+from vllm_factory.testing.refenv import artifact_dir
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def check():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "gpu" / "check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def stage(check, packages, plugin: str, pillow: str) -> Path:
+    """A complete reference folder for ``plugin`` where the check looks, its encoding recorded
+    as made with ``pillow``."""
+    reference = check._reference_module(plugin, packages).REFERENCE
+    target = artifact_dir(reference.name, reference._artifact_inputs())
+    target.mkdir(parents=True)
+    meta = {"versions": {"pillow": pillow}}
+    np.savez(target / "ref-colpali.npz", image_0=np.ones((2, 3)), meta_json=json.dumps(meta))
+    (target / ".complete").write_text("{}")
+    return target
+
+
+def test_references_decoded_by_another_pillow_are_re_encoded(check, tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_FACTORY_ARTIFACTS", str(tmp_path))
+    packages = check.model_packages(["nemotron_colembed", "colqwen3", "moderncolbert"])
+    installed = metadata.version("pillow")
+    stage(check, packages, "nemotron_colembed", "1.0.0")
+    stage(check, packages, "colqwen3", installed)
+    # moderncolbert: no staged folder, and no image reference at all
+    assert check.drifted_references(packages) == {"nemotron_colembed": ("1.0.0", installed)}
+
+    calls = []
+    monkeypatch.setattr(check, "reencode", lambda plugins, _: calls.append(plugins) or {
+        p: [f"{p}/ref-colpali.npz"] for p in plugins})  # fmt: skip
+    done, left = check.reencode_drifted(packages, skip=[])
+    assert calls == [["nemotron_colembed"]] and left == {}
+    assert done == {"nemotron_colembed": ["nemotron_colembed/ref-colpali.npz"]}
+    assert check.reencode_drifted(packages, skip=["nemotron_colembed"]) == ({}, {})
+
+
+def test_a_reference_this_host_cannot_encode_is_named_not_fatal(check, tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_FACTORY_ARTIFACTS", str(tmp_path))
+    packages = check.model_packages(["nemotron_colembed"])
+    stage(check, packages, "nemotron_colembed", "1.0.0")
+
+    def missing_library(plugins, _):
+        raise RuntimeError("encoding failed\nModuleNotFoundError: No module named 'transformers'")
+
+    monkeypatch.setattr(check, "reencode", missing_library)
+    done, left = check.reencode_drifted(packages, skip=[])
+    assert done == {}
+    assert left["nemotron_colembed"].startswith("Pillow 1.0.0 there")
+    assert left["nemotron_colembed"].endswith("No module named 'transformers'")
+
+    header = {"gpu": "g", "finished": "now", "versions": {}, "commands": [], "parallel": 1,
+              "sharing_args": [], "references_decoded_elsewhere": left}  # fmt: skip
+    check.write_results(tmp_path, [], header)
+    report = (tmp_path / "gpu-check.md").read_text()
+    assert "nemotron_colembed: Pillow 1.0.0 there" in report
+
+
+def test_a_failed_job_names_its_failing_tests(check):
+    result = check.Result("p-float32-default", "p", "float32", "default", "on")
+    result.note = "=== short test summary info === | FAILED ..."
+    result.failures = [
+        {"test": "test_image_parity", "message": "AssertionError: images: Pillow 1 | 2\nmore"},
+        {"test": "test_scores", "message": ""},
+    ]
+    cell = check.failure_summary(result)
+    assert cell == "test_image_parity: AssertionError: images: Pillow 1 \\| 2; test_scores"
+    result.failures = []
+    assert check.failure_summary(result) == "=== short test summary info === \\| FAILED ..."
