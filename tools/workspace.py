@@ -231,6 +231,8 @@ def _server_rows(report: dict, servers: list[str], link: str, model: str) -> lis
         peak = max(closed.values(), key=lambda p: p["req_per_s"])
         mfu = f"{100 * peak['mfu']:.1f} %" if peak.get("mfu") is not None else ""
         label = server.get("label", key)
+        if server.get("gpus", 1) > 1:  # data parallel: MFU is per GPU
+            label = f"{label} on {server['gpus']} GPUs"
         rows.append(f"| {model} | {label} | {' | '.join(cells)} | {mfu} | {link} |")
     return rows
 
