@@ -311,6 +311,29 @@ def test_deberta_attention_by_rows(triton_calls, lengths, buckets, max_rel) -> N
     close(out, case.expected)
 
 
+@pytest.mark.parametrize("half_window", [None, 3, 40])
+@pytest.mark.parametrize("lengths", [[5, 37, 70, 1, 16], [1, 1, 1, 90]])
+def test_attention_by_rows(triton_calls, lengths, half_window) -> None:
+    """Plain attention through the rows kernel, whole sequences and two-sided windows (tiles
+    straddling sequences, one-token runs as vLLM's graph padding makes)."""
+    from test_kernels_rows_attention import packed, reference
+    from vllm_factory.kernels import attention_by_rows, sequence_bounds, window_bounds
+
+    q, k, v, positions = packed(lengths)
+    start, end = sequence_bounds(positions)
+    if half_window is not None:
+        start, end = window_bounds(start, end, half_window)
+    out = torch.full_like(q, float("nan"))
+    given = attention_by_rows(q, k, v, start, end, max(lengths), out=out, backend="triton")
+    assert triton_calls == ["deberta_attention_rows_triton"] and given is out
+    expected = reference(q, k, v, start, end, q.shape[-1] ** -0.5)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-5)
+    fp16 = attention_by_rows(
+        q.half(), k.half(), v.half(), start, end, max(lengths), backend="triton"
+    )
+    torch.testing.assert_close(fp16.double(), expected, rtol=2e-2, atol=2e-2)
+
+
 # fp16 only: triton 3.9's interpreter computes tl.dot on bf16 operands wrongly (garbage of
 # order 1e10 on a plain 16x16 product), a bug of the interpreter; bf16 runs in the CUDA tests.
 @pytest.mark.parametrize("dtype", [torch.float16])

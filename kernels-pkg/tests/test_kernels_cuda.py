@@ -157,6 +157,25 @@ def test_deberta_attention(dtype, lengths, buckets: int, max_rel: int, head_dim:
         torch.testing.assert_close(out.float(), fallback.float(), rtol=3e-2, atol=3e-2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("half_window", [None, 64])
+@pytest.mark.parametrize(("lengths", "head_dim"), [([5, 37, 70, 1, 16], 32), ([512] * 9, 64)])
+def test_attention_by_rows(dtype, half_window, lengths: list[int], head_dim: int) -> None:
+    """ModernBERT's in-graph attention: whole sequences and its local band."""
+    from test_kernels_rows_attention import packed, reference
+    from vllm_factory.kernels import attention_by_rows, sequence_bounds, window_bounds
+
+    q, k, v, positions = packed(lengths, heads=4, dim=head_dim)
+    start, end = sequence_bounds(positions)
+    if half_window is not None:
+        start, end = window_bounds(start, end, half_window)
+    expected = reference(q, k, v, start, end, head_dim**-0.5).float()
+    args = [t.to("cuda", dtype) for t in (q, k, v)] + [start.cuda(), end.cuda(), max(lengths)]
+    out = attention_by_rows(*args)  # "auto" picks Triton on CUDA
+    tol = 2e-5 if dtype == torch.float32 else 3e-2
+    torch.testing.assert_close(out.float().cpu(), expected, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     ("lengths", "hidden"), [([1], 256), ([384, 300, 17, 1] * 5, 256), ([40, 9], 96)]

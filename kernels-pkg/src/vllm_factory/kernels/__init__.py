@@ -11,12 +11,12 @@ from .deberta_attention import (
     flash_deberta_attention,
     relative_position_index,
     relative_scores,
-    sequence_bounds,
 )
 from .geglu import fused_geglu
 from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm, fused_rmsnorm
 from .lstm import bidirectional_lstm
 from .rope import build_rope_cache, fused_rope
+from .rows_attention import attention_by_rows, sequence_bounds, window_bounds
 from .span_logits import span_logits
 from .version import __version__
 
@@ -24,6 +24,7 @@ __all__ = [
     "RMSNorm",
     "RMSOptions",
     "__version__",
+    "attention_by_rows",
     "bidirectional_lstm",
     "build_rope_cache",
     "deberta_attention_by_rows",
@@ -40,4 +41,5 @@ __all__ = [
     "span_logits",
     "triton_available",
     "triton_disabled",
+    "window_bounds",
 ]

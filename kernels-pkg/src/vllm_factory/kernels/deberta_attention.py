@@ -301,21 +301,6 @@ def _check_scores(
     return span
 
 
-def sequence_bounds(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """int32 ``[T]`` start and (exclusive) end of every token's sequence in a packed batch in
-    which each sequence starts where its position is 0; device operations only (no host
-    synchronisation, so a CUDA graph can hold them). Rows before the first start (stale
-    positions of a dummy run) form one run up to it."""
-    total = positions.numel()
-    index = torch.arange(total, device=positions.device)
-    start = (index - positions.long()).clamp_(min=0)
-    starts_at = torch.where(positions == 0, index, total)
-    # the first start strictly after each row: a suffix minimum, shifted by one
-    suffix = torch.flip(torch.cummin(torch.flip(starts_at, (0,)), 0).values, (0,))
-    end = torch.cat((suffix[1:], suffix.new_full((1,), total)))
-    return start.to(torch.int32), end.to(torch.int32)
-
-
 def deberta_attention_by_rows(
     q: torch.Tensor,
     k: torch.Tensor,

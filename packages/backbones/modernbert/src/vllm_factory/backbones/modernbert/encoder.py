@@ -19,11 +19,20 @@ fp32 on CUDA is the one exception: vLLM's fp32 attention backend there (``TRITON
 multiplies in TF32, which moved served vectors up to 3e-4 from the reference library's (GPU
 check, H100), so an fp32 model on CUDA runs every batch through our exact layouts, eagerly, as
 it did before this encoder compiled.
+
+Opt-in on CUDA (``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION=1`` in the server's environment,
+Triton usable): the attention of ``forward`` is ``attention_by_rows`` inside the compiled graph
+instead of vLLM's, each row's sequence (and sliding window) computed from the positions on the
+device, so the whole encoder replays from one CUDA graph per step size: no split point per
+layer, no attention metadata, less engine CPU a step (what bounds ColBERT documents on a GPU).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -45,17 +54,86 @@ from vllm_factory.backbones.modernbert.attention import (
 from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
+    attention_by_rows,
     build_rope_cache,
     fused_add_layernorm,
     fused_geglu,
     fused_layernorm,
     fused_rope,
+    sequence_bounds,
+    triton_available,
+    triton_disabled,
+    window_bounds,
 )
 
 vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
-AttentionLayout = PackedBatch | LengthGroups | VarlenBatch  # the masked path's layouts
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
+
+IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION"
+ROWS_OP = "vllm_factory::modernbert_attention_rows"
+
+
+def in_graph_attention_usable(vllm_config: Any) -> bool:
+    """Whether ``forward`` attends in graph (:data:`ROWS_OP`): opt-in with
+    ``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION=1``, on a CUDA engine with Triton usable."""
+    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip() != "1":
+        return False
+    device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
+    return device == "cuda" and triton_available() and not triton_disabled()
+
+
+def compiles(vllm_config: Any) -> bool:
+    """``enable_if`` of the encoder's compile: in an engine, with vLLM's attention
+    (:func:`compat.compiles_with_vllm_attention`) or the in-graph one (exact in every dtype)."""
+    return compat.compiles_with_vllm_attention(vllm_config) or (
+        compat.compiles_in_engine(vllm_config) and in_graph_attention_usable(vllm_config)
+    )
+
+
+# In the compiled graph (no split point): each row's key range comes from the device, so the
+# launch depends on the token count alone and the step's CUDA graph holds it.
+@torch.library.custom_op(ROWS_OP, mutates_args=("out",))
+def rows_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    row_start: torch.Tensor,
+    row_end: torch.Tensor,
+    scale: float,
+    max_seqlen: int,
+    out: torch.Tensor,
+) -> None:
+    """``attention_by_rows`` of packed ``[T, H, D]`` q/k/v into ``out``."""
+    attention_by_rows(q, k, v, row_start, row_end, max_seqlen, scale=scale, out=out)
+
+
+@rows_attention.register_fake
+def _(q, k, v, row_start, row_end, scale, max_seqlen, out):
+    return None
+
+
+@dataclass
+class RowBounds:
+    """Each row's key range per layer type (the sequence; the band on sliding-window
+    layers), computed on the device once per forward."""
+
+    bounds: dict[str, tuple[torch.Tensor, torch.Tensor]]
+    max_seqlen: int
+
+    @classmethod
+    def from_positions(
+        cls, positions: torch.Tensor, half_windows: dict[str, int | None], max_seqlen: int
+    ) -> RowBounds:
+        start, end = sequence_bounds(positions)
+        bounds = {
+            kind: (start, end) if half is None else window_bounds(start, end, half)
+            for kind, half in half_windows.items()
+        }
+        return cls(bounds, max_seqlen)
+
+
+AttentionLayout = PackedBatch | LengthGroups | VarlenBatch | RowBounds
 
 
 def layer_types(config) -> list[str]:
@@ -169,11 +247,19 @@ class Attention(nn.Module):
         rope: Rotary,
         layout: AttentionLayout | None = None,
     ) -> torch.Tensor:
-        """``layout`` None: vLLM's attention (every key visible); else our packed attention."""
+        """``layout`` None: vLLM's attention (every key visible); :class:`RowBounds`: the
+        in-graph attention; else our packed attention."""
         qkv, _ = self.Wqkv(hidden_states)
         q, k, v = self.rotate(qkv, positions, rope)
         if layout is None:
             out = self.attn(q.flatten(1), k.flatten(1), v.flatten(1))
+        elif isinstance(layout, RowBounds):
+            start, end = layout.bounds[self.layer_type]
+            rows = torch.empty_like(q)
+            torch.ops.vllm_factory.modernbert_attention_rows(
+                q, k, v, start, end, self.scale, layout.max_seqlen, rows
+            )
+            out = rows.flatten(1)
         else:
             out = packed_attention(q, k, v, layout, self.scale, self.half_window)
         return self.Wo(out)[0]
@@ -212,20 +298,27 @@ class Layer(nn.Module):
         return hidden_states + self.mlp(normed)
 
 
-@support_torch_compile(
-    dynamic_arg_dims={"input_ids": 0, "positions": 0}, enable_if=compat.compiles_with_vllm_attention
-)
+@support_torch_compile(dynamic_arg_dims={"input_ids": 0, "positions": 0}, enable_if=compiles)
 class ModernBertEncoder(nn.Module):
     """Embeddings -> N layers -> final norm, on vLLM's packed ``[T]`` token batch."""
 
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, vllm_config: Any = None, prefix: str = "") -> None:
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config)
         types = layer_types(config)
+        # ``rows_max_seqlen`` > 0: ``forward`` attends in graph (module docstring), for
+        # sequences of at most that many tokens.
+        self.rows_max_seqlen = 0
+        if in_graph_attention_usable(vllm_config):
+            longest = getattr(vllm_config.model_config, "max_model_len", None)
+            self.rows_max_seqlen = min(longest or config.max_position_embeddings,
+                                       config.max_position_embeddings)  # fmt: skip
         # vLLM builds the model with its dtype and device as torch's defaults.
         device = torch.get_default_device().type
-        self.vllm_attention = not compat.exact_attention_needed(torch.get_default_dtype(), device)
+        self.vllm_attention = not (
+            self.rows_max_seqlen or compat.exact_attention_needed(torch.get_default_dtype(), device)
+        )
         self.layers = nn.ModuleList(
             Layer(config, i, types[i], f"{prefix}.layers.{i}", self.vllm_attention)
             for i in range(config.num_hidden_layers)
@@ -244,10 +337,17 @@ class ModernBertEncoder(nn.Module):
 
     def forward(self, input_ids: Tensor, positions: Tensor) -> Tensor:
         """Every key visible: vLLM's attention, compiled and graph-captured by vLLM (fp32 on
-        CUDA: our exact layouts, eagerly)."""
+        CUDA: our exact layouts, eagerly); opted in, the in-graph attention."""
+        if self.rows_max_seqlen:
+            return self._encode(input_ids, positions, self.row_bounds(positions))
         if not self.vllm_attention:
             return self.forward_hidden_keys(input_ids, positions, None)
         return self._encode(input_ids, positions, None)
+
+    def row_bounds(self, positions: Tensor, max_seqlen: int | None = None) -> RowBounds:
+        """The in-graph attention's key ranges for this batch (device operations only)."""
+        halves = {layer.attn.layer_type: layer.attn.half_window for layer in self.layers}
+        return RowBounds.from_positions(positions, halves, max_seqlen or self.rows_max_seqlen)
 
     def forward_hidden_keys(
         self, input_ids: Tensor, positions: Tensor, hidden_keys: Tensor | None

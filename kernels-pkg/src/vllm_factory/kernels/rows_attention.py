@@ -1,0 +1,109 @@
+"""Attention over a packed token batch whose key range is given per row, on the device.
+
+vLLM hands an encoder one flat ``[T]`` batch of whole sequences, each starting where its
+position is 0. :func:`sequence_bounds` turns the positions into each row's sequence
+``[start, end)`` with device operations alone; :func:`window_bounds` narrows them to a
+two-sided sliding window. :func:`attention_by_rows` then attends each row to its own range: the
+Triton launch depends on ``T`` alone, so a CUDA graph can hold the whole step (no per-sequence
+host data, no split point in a compiled encoder).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._dispatch import select_backend
+
+
+def sequence_bounds(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int32 ``[T]`` start and (exclusive) end of every token's sequence in a packed batch in
+    which each sequence starts where its position is 0; device operations only (no host
+    synchronisation, so a CUDA graph can hold them). Rows before the first start (stale
+    positions of a dummy run) form one run up to it."""
+    total = positions.numel()
+    index = torch.arange(total, device=positions.device)
+    start = (index - positions.long()).clamp_(min=0)
+    starts_at = torch.where(positions == 0, index, total)
+    # the first start strictly after each row: a suffix minimum, shifted by one
+    suffix = torch.flip(torch.cummin(torch.flip(starts_at, (0,)), 0).values, (0,))
+    end = torch.cat((suffix[1:], suffix.new_full((1,), total)))
+    return start.to(torch.int32), end.to(torch.int32)
+
+
+def window_bounds(
+    row_start: torch.Tensor, row_end: torch.Tensor, half_window: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``row_start`` / ``row_end`` narrowed to the keys ``j`` with ``|i - j| <= half_window``
+    (a band that includes both ends, as ModernBERT's local attention); device operations only."""
+    index = torch.arange(row_start.numel(), device=row_start.device, dtype=torch.int32)
+    start = torch.maximum(row_start, index - half_window)
+    end = torch.minimum(row_end, index + half_window + 1)
+    return start, end
+
+
+def attention_by_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    row_start: torch.Tensor,
+    row_end: torch.Tensor,
+    max_seqlen: int,
+    *,
+    scale: float | None = None,
+    out: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Softmax attention of every row ``i`` of packed ``[T, H, D]`` q / k / v over the keys
+    ``row_start[i] <= j < row_end[i]`` (``[T]`` on the device; a row with an empty range gets
+    zeros), scaled by ``scale`` (default ``1 / sqrt(D)``); ``[T, H, D]``, into ``out`` when
+    given. ``max_seqlen`` bounds the ranges' lengths (Triton block sizes only). The Triton
+    kernel needs no host value but ``T``; the PyTorch fallback reads the ranges on the host."""
+    if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k, v must be [T, H, D] alike, got {q.shape}, {k.shape}, {v.shape}")
+    if row_start.shape != (q.shape[0],) or row_end.shape != (q.shape[0],):
+        raise ValueError("row_start and row_end must be [T]")
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
+        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    tensors = (q, k, v, row_start, row_end)
+    if select_backend(backend, *tensors, kernel="attention_by_rows") == "triton":
+        from ._triton_deberta_attention import deberta_attention_rows_triton
+
+        start, end = (t.to(torch.int32).contiguous() for t in (row_start, row_end))
+        target = out if out is not None and out.stride(-1) == 1 else torch.empty_like(q)
+        deberta_attention_rows_triton(
+            q, k, v, start, end, None, None, None, scale, max(max_seqlen, 1), target
+        )
+        return target if out is None or target is out else out.copy_(target)
+    result = _attention_by_rows_torch(q, k, v, row_start, row_end, scale)
+    return result if out is None else out.copy_(result)
+
+
+def _attention_by_rows_torch(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    row_start: torch.Tensor,
+    row_end: torch.Tensor,
+    scale: float,
+    chunk: int = 256,
+) -> torch.Tensor:
+    """The fallback: ``chunk`` rows at a time, over the union of their ranges with a per-row
+    mask, in fp32."""
+    total = q.shape[0]
+    out = torch.zeros_like(q)
+    start, end = row_start.long().cpu(), row_end.long().cpu()
+    for lo_row in range(0, total, chunk):
+        rows = slice(lo_row, min(lo_row + chunk, total))
+        lo, hi = int(start[rows].min()), int(end[rows].max())
+        if hi <= lo:
+            continue
+        keys = torch.arange(lo, hi)
+        allowed = (keys[None, :] >= start[rows, None]) & (keys[None, :] < end[rows, None])
+        scores = torch.einsum("thd,khd->htk", q[rows].float(), k[lo:hi].float()) * scale
+        scores = scores.masked_fill(~allowed.to(q.device)[None], float("-inf"))
+        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # an empty range: all -inf
+        out[rows] = torch.einsum("htk,khd->thd", weights, v[lo:hi].float()).to(q.dtype)
+    return out

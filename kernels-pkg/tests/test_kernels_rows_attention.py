@@ -1,0 +1,69 @@
+"""``attention_by_rows`` (each row's key range from the device) and its bounds: the PyTorch
+fallback against a row-by-row float64 reference, whole sequences and two-sided windows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from vllm_factory.kernels import attention_by_rows, sequence_bounds, window_bounds
+
+
+def packed(lengths: list[int], heads: int = 3, dim: int = 16, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    total = sum(lengths)
+    q, k, v = (torch.randn(total, heads, dim, generator=g) for _ in range(3))
+    positions = torch.cat([torch.arange(n) for n in lengths])
+    return q, k, v, positions
+
+
+def reference(q, k, v, start, end, scale):
+    """Row by row in float64: softmax over the keys start[i] <= j < end[i]; zeros if none."""
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for i in range(q.shape[0]):
+        lo, hi = int(start[i]), int(end[i])
+        if hi <= lo:
+            continue
+        scores = torch.einsum("hd,khd->hk", q[i].double(), k[lo:hi].double()) * scale
+        out[i] = torch.einsum("hk,khd->hd", torch.softmax(scores, -1), v[lo:hi].double())
+    return out
+
+
+def test_window_bounds_keep_a_band_inside_each_sequence():
+    start, end = sequence_bounds(torch.tensor([0, 1, 2, 3, 4, 5, 0, 1, 0]))
+    w_start, w_end = window_bounds(start, end, 2)
+    assert w_start.tolist() == [0, 0, 0, 1, 2, 3, 6, 6, 8]
+    assert w_end.tolist() == [3, 4, 5, 6, 6, 6, 8, 8, 9]
+    assert w_start.dtype == w_end.dtype == torch.int32
+
+
+@pytest.mark.parametrize("half_window", [None, 0, 4, 64])
+@pytest.mark.parametrize("lengths", [[5, 37, 70, 1, 16], [300, 3], [1, 1, 1]])
+def test_fallback_matches_row_by_row_attention(lengths, half_window):
+    q, k, v, positions = packed(lengths)
+    start, end = sequence_bounds(positions)
+    if half_window is not None:
+        start, end = window_bounds(start, end, half_window)
+    out = torch.full_like(q, float("nan"))
+    given = attention_by_rows(q, k, v, start, end, max(lengths), out=out, backend="torch")
+    assert given is out
+    expected = reference(q, k, v, start, end, q.shape[-1] ** -0.5)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_row_without_keys_gets_zeros_and_scale_is_applied():
+    q, k, v, _ = packed([6])
+    start = torch.tensor([0, 0, 3, 3, 2, 5], dtype=torch.int32)
+    end = torch.tensor([6, 2, 3, 6, 4, 6], dtype=torch.int32)  # row 2: no key
+    out = attention_by_rows(q, k, v, start, end, 6, scale=0.3, backend="torch")
+    expected = reference(q, k, v, start, end, 0.3)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)
+    assert out[2].abs().max() == 0
+
+
+def test_bad_shapes_are_refused():
+    q, k, v, positions = packed([4])
+    start, end = sequence_bounds(positions)
+    with pytest.raises(ValueError, match="row_start"):
+        attention_by_rows(q, k, v, start[:2], end, 4)
+    with pytest.raises(ValueError, match="out"):
+        attention_by_rows(q, k, v, start, end, 4, out=torch.empty(4, 3, 8))

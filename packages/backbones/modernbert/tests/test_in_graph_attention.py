@@ -1,0 +1,76 @@
+"""The opt-in in-graph attention (``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION=1``) on CPU:
+the same encoder code path as on a GPU (key ranges from the positions, per layer type, through
+the registered op), with ``attention_by_rows``' PyTorch fallback in place of its Triton kernel
+(which the kernels' interpreter suite runs), against transformers' ``ModernBertModel``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+from vllm_factory.backbones.modernbert import encoder as encoder_module
+
+
+def eager_vllm_config():
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+
+    return VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+
+
+def random_modernbert(monkeypatch, local_attention: int):
+    from vllm_factory.testing.vllm_context import finish_loading
+
+    config = transformers.ModernBertConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+        num_attention_heads=2, global_attn_every_n_layers=3, local_attention=local_attention,
+        max_position_embeddings=128, initializer_range=0.1, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, cls_token_id=1, sep_token_id=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    reference = transformers.ModernBertModel(config).eval()
+    monkeypatch.setattr(encoder_module, "in_graph_attention_usable", lambda cfg: True)
+    ours = encoder_module.ModernBertEncoder(config, vllm_config=eager_vllm_config()).eval()
+    loaded = ours.load_weights(reference.state_dict().items())
+    assert loaded == {name for name, _ in ours.named_parameters()}
+    finish_loading(ours)
+    return reference, ours
+
+
+@pytest.mark.parametrize("local_attention", [8, 128])  # a band shorter / longer than inputs
+def test_in_graph_attention_matches_transformers(vllm_context, monkeypatch, local_attention):
+    reference, ours = random_modernbert(monkeypatch, local_attention)
+    assert ours.rows_max_seqlen == 128 and not ours.vllm_attention
+    assert all(layer.attn.attn is None for layer in ours.layers)  # no vLLM attention layer
+    lengths = [5, 30, 1, 17, 2]
+    ids = [torch.randint(3, 300, (n,)) for n in lengths]
+    positions = torch.cat([torch.arange(n) for n in lengths])
+    with torch.no_grad():
+        got = ours(torch.cat(ids), positions)
+        want = torch.cat([reference(input_ids=i[None]).last_hidden_state[0] for i in ids])
+    torch.testing.assert_close(got, want, rtol=0, atol=3e-5)
+
+
+def test_row_bounds_follow_each_layer_type(vllm_context, monkeypatch):
+    _, ours = random_modernbert(monkeypatch, 8)
+    bounds = ours.row_bounds(torch.tensor([0, 1, 2, 3, 4, 5, 6, 0, 1])).bounds
+    start, end = bounds[encoder_module.GLOBAL]
+    assert start.tolist() == [0] * 7 + [7, 7] and end.tolist() == [7] * 7 + [9, 9]
+    start, end = bounds[encoder_module.LOCAL]  # |i - j| <= 4
+    assert start.tolist() == [0, 0, 0, 0, 0, 1, 2, 7, 7]
+    assert end.tolist() == [5, 6, 7, 7, 7, 7, 7, 9, 9]
+
+
+def test_in_graph_attention_is_opt_in_and_cuda_only(monkeypatch):
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(device_config=SimpleNamespace(device_type="cuda"))
+    cpu = SimpleNamespace(device_config=SimpleNamespace(device_type="cpu"))
+    monkeypatch.delenv(encoder_module.IN_GRAPH_ATTENTION_ENV, raising=False)
+    monkeypatch.setattr(encoder_module, "triton_available", lambda: True)
+    assert not encoder_module.in_graph_attention_usable(cuda)
+    monkeypatch.setenv(encoder_module.IN_GRAPH_ATTENTION_ENV, "1")
+    assert encoder_module.in_graph_attention_usable(cuda)
+    assert not encoder_module.in_graph_attention_usable(cpu)
+    monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
+    assert not encoder_module.in_graph_attention_usable(cuda)
