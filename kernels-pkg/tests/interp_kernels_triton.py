@@ -316,13 +316,10 @@ def test_deberta_attention_by_rows(triton_calls, lengths, buckets, max_rel) -> N
 def test_attention_by_rows(triton_calls, lengths, half_window) -> None:
     """Plain attention through the rows kernel, whole sequences and two-sided windows (tiles
     straddling sequences, one-token runs as vLLM's graph padding makes)."""
-    from test_kernels_rows_attention import packed, reference
-    from vllm_factory.kernels import attention_by_rows, sequence_bounds, window_bounds
+    from test_kernels_rows_attention import reference, rows_case
+    from vllm_factory.kernels import attention_by_rows
 
-    q, k, v, positions = packed(lengths)
-    start, end = sequence_bounds(positions)
-    if half_window is not None:
-        start, end = window_bounds(start, end, half_window)
+    q, k, v, start, end = rows_case(lengths, half_window)
     out = torch.full_like(q, float("nan"))
     given = attention_by_rows(q, k, v, start, end, max(lengths), out=out, backend="triton")
     assert triton_calls == ["deberta_attention_rows_triton"] and given is out

@@ -162,13 +162,10 @@ def test_deberta_attention(dtype, lengths, buckets: int, max_rel: int, head_dim:
 @pytest.mark.parametrize(("lengths", "head_dim"), [([5, 37, 70, 1, 16], 32), ([512] * 9, 64)])
 def test_attention_by_rows(dtype, half_window, lengths: list[int], head_dim: int) -> None:
     """ModernBERT's in-graph attention: whole sequences and its local band."""
-    from test_kernels_rows_attention import packed, reference
-    from vllm_factory.kernels import attention_by_rows, sequence_bounds, window_bounds
+    from test_kernels_rows_attention import reference, rows_case
+    from vllm_factory.kernels import attention_by_rows
 
-    q, k, v, positions = packed(lengths, heads=4, dim=head_dim)
-    start, end = sequence_bounds(positions)
-    if half_window is not None:
-        start, end = window_bounds(start, end, half_window)
+    q, k, v, start, end = rows_case(lengths, half_window, heads=4, dim=head_dim)
     expected = reference(q, k, v, start, end, head_dim**-0.5).float()
     args = [t.to("cuda", dtype) for t in (q, k, v)] + [start.cuda(), end.cuda(), max(lengths)]
     out = attention_by_rows(*args)  # "auto" picks Triton on CUDA

@@ -16,6 +16,15 @@ def packed(lengths: list[int], heads: int = 3, dim: int = 16, seed: int = 0):
     return q, k, v, positions
 
 
+def rows_case(lengths: list[int], half_window: int | None, heads: int = 3, dim: int = 16):
+    """q, k, v and each row's key range: its sequence, or the band of ``half_window``."""
+    q, k, v, positions = packed(lengths, heads, dim)
+    start, end = sequence_bounds(positions)
+    if half_window is not None:
+        start, end = window_bounds(start, end, half_window)
+    return q, k, v, start, end
+
+
 def reference(q, k, v, start, end, scale):
     """Row by row in float64: softmax over the keys start[i] <= j < end[i]; zeros if none."""
     out = torch.zeros(q.shape, dtype=torch.float64)
@@ -39,10 +48,7 @@ def test_window_bounds_keep_a_band_inside_each_sequence():
 @pytest.mark.parametrize("half_window", [None, 0, 4, 64])
 @pytest.mark.parametrize("lengths", [[5, 37, 70, 1, 16], [300, 3], [1, 1, 1]])
 def test_fallback_matches_row_by_row_attention(lengths, half_window):
-    q, k, v, positions = packed(lengths)
-    start, end = sequence_bounds(positions)
-    if half_window is not None:
-        start, end = window_bounds(start, end, half_window)
+    q, k, v, start, end = rows_case(lengths, half_window)
     out = torch.full_like(q, float("nan"))
     given = attention_by_rows(q, k, v, start, end, max(lengths), out=out, backend="torch")
     assert given is out
