@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from vllm_factory.kernels import attention_by_rows, sequence_bounds, window_bounds
+from vllm_factory.kernels import attention_by_rows, sequence_bounds, visible_ends, window_bounds
 
 
 def packed(lengths: list[int], heads: int = 3, dim: int = 16, seed: int = 0):
@@ -73,3 +73,14 @@ def test_bad_shapes_are_refused():
         attention_by_rows(q, k, v, start[:2], end, 4)
     with pytest.raises(ValueError, match="out"):
         attention_by_rows(q, k, v, start, end, 4, out=torch.empty(4, 3, 8))
+
+
+def test_visible_ends_hide_each_sequences_trailing_run_of_one_token():
+    # sequences: [5 9 7 7] (tail of two 7s), [7] (a first token is never hidden), [4 7 4]
+    # (a 7 inside, none trailing), [7 7 7] (all but the first hidden), a padding token
+    ids = torch.tensor([5, 9, 7, 7, 7, 4, 7, 4, 7, 7, 7, 7])
+    positions = torch.tensor([0, 1, 2, 3, 0, 0, 1, 2, 0, 1, 2, 0])
+    _, end = sequence_bounds(positions)
+    visible = visible_ends(ids, positions, end, 7)
+    assert visible.tolist() == [2, 2, 2, 2, 5, 8, 8, 8, 9, 9, 9, 12]
+    assert visible.dtype == torch.int32

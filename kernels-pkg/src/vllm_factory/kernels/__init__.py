@@ -16,7 +16,7 @@ from .geglu import fused_geglu
 from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm, fused_rmsnorm
 from .lstm import bidirectional_lstm
 from .rope import build_rope_cache, fused_rope
-from .rows_attention import attention_by_rows, sequence_bounds, window_bounds
+from .rows_attention import attention_by_rows, sequence_bounds, visible_ends, window_bounds
 from .span_logits import span_logits
 from .version import __version__
 
@@ -41,5 +41,6 @@ __all__ = [
     "span_logits",
     "triton_available",
     "triton_disabled",
+    "visible_ends",
     "window_bounds",
 ]

@@ -5,7 +5,8 @@ position is 0. :func:`sequence_bounds` turns the positions into each row's seque
 ``[start, end)`` with device operations alone; :func:`window_bounds` narrows them to a
 two-sided sliding window. :func:`attention_by_rows` then attends each row to its own range: the
 Triton launch depends on ``T`` alone, so a CUDA graph can hold the whole step (no per-sequence
-host data, no split point in a compiled encoder).
+host data, no split point in a compiled encoder). :func:`visible_ends` hides a sequence's
+trailing run of one token from every row (ColBERT's query expansion), on the device as well.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ def window_bounds(
     start = torch.maximum(row_start, index - half_window)
     end = torch.minimum(row_end, index + half_window + 1)
     return start, end
+
+
+def visible_ends(
+    input_ids: torch.Tensor, positions: torch.Tensor, row_end: torch.Tensor, token_id: int
+) -> torch.Tensor:
+    """int32 ``[T]``: for each row, the end of its sequence's keys once the sequence's
+    trailing run of ``token_id`` is hidden (a sequence's first token never is); ``row_end``
+    from :func:`sequence_bounds`. Device operations only."""
+    index = torch.arange(input_ids.numel(), device=input_ids.device)
+    kept = (input_ids != token_id) | (positions == 0)
+    last_kept = torch.cummax(torch.where(kept, index, -1), 0).values  # at or before each row
+    return (last_kept[row_end.long() - 1] + 1).to(torch.int32)
 
 
 def attention_by_rows(

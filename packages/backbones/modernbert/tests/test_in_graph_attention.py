@@ -74,3 +74,37 @@ def test_in_graph_attention_is_opt_in_and_cuda_only(monkeypatch):
     assert not encoder_module.in_graph_attention_usable(cpu)
     monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
     assert not encoder_module.in_graph_attention_usable(cuda)
+
+
+@pytest.mark.parametrize("local_attention", [8, 128])
+def test_hidden_trailing_keys_match_an_attention_mask(vllm_context, monkeypatch, local_attention):
+    """PyLate's hidden query expansion on the device: a sequence's trailing run of the
+    expansion token is no row's key, as attention_mask 0 makes it in transformers."""
+    reference, ours = random_modernbert(monkeypatch, local_attention)
+    expansion = 7
+    assert ours.hide_trailing_keys(expansion)
+    ids = torch.randint(8, 300, (2, 12))
+    ids[0, 7:] = expansion  # a query padded with five expansion tokens
+    ids[1, 3] = expansion  # an expansion token inside a sequence stays visible
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[0, 7:] = 0
+    positions = torch.arange(12).repeat(2)
+    with torch.no_grad():
+        want = reference(input_ids=ids, attention_mask=mask).last_hidden_state.reshape(24, -1)
+        got = ours(ids.flatten(), positions)
+        eager = ours.forward_hidden_keys(ids.flatten(), positions, (mask == 0).flatten())
+    torch.testing.assert_close(got, want, rtol=0, atol=3e-5)
+    torch.testing.assert_close(got, eager, rtol=0, atol=3e-5)
+
+
+def test_an_encoder_off_the_in_graph_path_does_not_hide_keys(vllm_context, monkeypatch):
+    # built as fp32 on CUDA is (our exact eager layouts, no vLLM attention layer to set up)
+    monkeypatch.setattr(encoder_module.compat, "exact_attention_needed", lambda *_: True)
+    config = transformers.ModernBertConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+        num_attention_heads=2, max_position_embeddings=128, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, cls_token_id=1, sep_token_id=2,
+    )  # fmt: skip
+    ours = encoder_module.ModernBertEncoder(config, vllm_config=eager_vllm_config())
+    assert not ours.rows_max_seqlen and not ours.vllm_attention and not ours.hide_trailing_keys(7)
+    assert ours.hidden_tail_id is None

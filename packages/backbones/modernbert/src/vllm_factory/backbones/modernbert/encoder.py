@@ -63,6 +63,7 @@ from vllm_factory.kernels import (
     sequence_bounds,
     triton_available,
     triton_disabled,
+    visible_ends,
     window_bounds,
 )
 
@@ -123,9 +124,17 @@ class RowBounds:
 
     @classmethod
     def from_positions(
-        cls, positions: torch.Tensor, half_windows: dict[str, int | None], max_seqlen: int
+        cls,
+        positions: torch.Tensor,
+        half_windows: dict[str, int | None],
+        max_seqlen: int,
+        hidden_tail: tuple[torch.Tensor, int] | None = None,
     ) -> RowBounds:
+        """``hidden_tail`` ``(input_ids, token_id)``: each sequence's trailing run of
+        ``token_id`` is no row's key (:func:`visible_ends`)."""
         start, end = sequence_bounds(positions)
+        if hidden_tail is not None:
+            end = visible_ends(hidden_tail[0], positions, end, hidden_tail[1])
         bounds = {
             kind: (start, end) if half is None else window_bounds(start, end, half)
             for kind, half in half_windows.items()
@@ -310,6 +319,7 @@ class ModernBertEncoder(nn.Module):
         # ``rows_max_seqlen`` > 0: ``forward`` attends in graph (module docstring), for
         # sequences of at most that many tokens.
         self.rows_max_seqlen = 0
+        self.hidden_tail_id: int | None = None  # hide_trailing_keys
         if in_graph_attention_usable(vllm_config):
             longest = getattr(vllm_config.model_config, "max_model_len", None)
             self.rows_max_seqlen = min(longest or config.max_position_embeddings,
@@ -339,15 +349,31 @@ class ModernBertEncoder(nn.Module):
         """Every key visible: vLLM's attention, compiled and graph-captured by vLLM (fp32 on
         CUDA: our exact layouts, eagerly); opted in, the in-graph attention."""
         if self.rows_max_seqlen:
-            return self._encode(input_ids, positions, self.row_bounds(positions))
+            return self._encode(input_ids, positions, self.row_bounds(positions, input_ids))
         if not self.vllm_attention:
             return self.forward_hidden_keys(input_ids, positions, None)
         return self._encode(input_ids, positions, None)
 
-    def row_bounds(self, positions: Tensor, max_seqlen: int | None = None) -> RowBounds:
+    def hide_trailing_keys(self, token_id: int) -> bool:
+        """Hide each sequence's trailing run of ``token_id`` (never its first token) from
+        every row in ``forward``, on the device (PyLate's hidden query expansion, with no host
+        sync per step); True where this encoder does, i.e. on the in-graph path. Elsewhere the
+        caller finds such keys itself and calls :meth:`forward_hidden_keys`."""
+        if not self.rows_max_seqlen:
+            return False
+        self.hidden_tail_id = token_id
+        return True
+
+    def row_bounds(
+        self, positions: Tensor, input_ids: Tensor | None = None, max_seqlen: int | None = None
+    ) -> RowBounds:
         """The in-graph attention's key ranges for this batch (device operations only)."""
         halves = {layer.attn.layer_type: layer.attn.half_window for layer in self.layers}
-        return RowBounds.from_positions(positions, halves, max_seqlen or self.rows_max_seqlen)
+        token_id = self.hidden_tail_id
+        tail = None if token_id is None or input_ids is None else (input_ids, token_id)
+        return RowBounds.from_positions(
+            positions, halves, max_seqlen or self.rows_max_seqlen, hidden_tail=tail
+        )
 
     def forward_hidden_keys(
         self, input_ids: Tensor, positions: Tensor, hidden_keys: Tensor | None

@@ -6,7 +6,8 @@ hidden]`` when every token may attend to every token of its sequence (the path v
 compile); ``forward_hidden_keys(input_ids, positions, hidden_keys)`` when some tokens must not
 be attended to (``hidden_keys`` [T] bool: PyLate's hidden query expansion);
 ``embed_input_ids(input_ids)`` and ``load_weights(weights) -> set[str]`` taking Hugging Face
-names. The checkpoint is loaded as PyLate or sentence-transformers
+names; optionally ``hide_trailing_keys(token_id) -> bool``, True where ``forward`` itself hides
+each sequence's trailing run of that token (on the device: no host check per step). The checkpoint is loaded as PyLate or sentence-transformers
 saved it: encoder weights from the top-level safetensors, the projection from its ``Dense``
 module folder(s).
 """
@@ -44,13 +45,19 @@ class ColBERTModel(FactoryModel, SupportsLateInteraction):
                 model_config.tokenizer, revision=getattr(model_config, "tokenizer_revision", None)
             )
             self.expansion_id = expansion_token_id(tokenizer)
+        # An encoder that hides the expansion keys on the device itself (ModernBERT's in-graph
+        # attention) needs no host check per step.
+        hide = getattr(self.model, "hide_trailing_keys", None)
+        self.hides_on_device = bool(
+            self.expansion_id is not None and hide is not None and hide(self.expansion_id)
+        )
 
     def build_backbone(self, hf_config: Any, prefix: str) -> nn.Module:
         """The encoder of this package (see the module docstring for its contract)."""
         raise NotImplementedError
 
     def encode(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        if self.expansion_id is not None:
+        if self.expansion_id is not None and not self.hides_on_device:
             hidden_keys = hidden_expansion_keys(input_ids, positions, self.expansion_id)
             if hidden_keys is not None:
                 return self.model.forward_hidden_keys(input_ids, positions, hidden_keys)
