@@ -28,6 +28,7 @@ from typing import NamedTuple
 import torch
 
 from ._dispatch import select_backend
+from .rows_attention import _check_out, _into
 
 
 def relative_position_index(
@@ -270,19 +271,6 @@ def _softmax_scale(
     """``1 / sqrt(D * factor)``, ``factor`` counting the enabled terms unless given."""
     factor = 1 + (c2p is not None) + (p2c is not None) if scale_factor is None else scale_factor
     return 1.0 / math.sqrt(q.shape[-1] * factor)
-
-
-def _check_out(q: torch.Tensor, out: torch.Tensor | None) -> None:
-    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
-        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
-
-
-def _into(out: torch.Tensor | None, q: torch.Tensor, launch) -> torch.Tensor:
-    """Run a Triton ``launch(target)`` into ``out`` where the kernels can write it (last
-    dimension contiguous), else into a new buffer (copied into ``out`` when given)."""
-    target = out if out is not None and out.stride(-1) == 1 else torch.empty_like(q)
-    launch(target)
-    return target if out is None or target is out else out.copy_(target)
 
 
 def _check_scores(

@@ -77,21 +77,31 @@ def attention_by_rows(
         raise ValueError(f"q, k, v must be [T, H, D] alike, got {q.shape}, {k.shape}, {v.shape}")
     if row_start.shape != (q.shape[0],) or row_end.shape != (q.shape[0],):
         raise ValueError("row_start and row_end must be [T]")
-    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
-        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+    _check_out(q, out)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     tensors = (q, k, v, row_start, row_end)
     if select_backend(backend, *tensors, kernel="attention_by_rows") == "triton":
         from ._triton_deberta_attention import deberta_attention_rows_triton
 
         start, end = (t.to(torch.int32).contiguous() for t in (row_start, row_end))
-        target = out if out is not None and out.stride(-1) == 1 else torch.empty_like(q)
-        deberta_attention_rows_triton(
+        return _into(out, q, lambda target: deberta_attention_rows_triton(
             q, k, v, start, end, None, None, None, scale, max(max_seqlen, 1), target
-        )
-        return target if out is None or target is out else out.copy_(target)
+        ))  # fmt: skip
     result = _attention_by_rows_torch(q, k, v, row_start, row_end, scale)
     return result if out is None else out.copy_(result)
+
+
+def _check_out(q: torch.Tensor, out: torch.Tensor | None) -> None:
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
+        raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+
+
+def _into(out: torch.Tensor | None, q: torch.Tensor, launch) -> torch.Tensor:
+    """Run a Triton ``launch(target)`` into ``out`` where the kernels can write it (last
+    dimension contiguous), else into a new buffer (copied into ``out`` when given)."""
+    target = out if out is not None and out.stride(-1) == 1 else torch.empty_like(q)
+    launch(target)
+    return target if out is None or target is out else out.copy_(target)
 
 
 def _attention_by_rows_torch(

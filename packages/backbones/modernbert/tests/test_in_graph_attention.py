@@ -53,7 +53,8 @@ def test_in_graph_attention_matches_transformers(vllm_context, monkeypatch, loca
 
 def test_row_bounds_follow_each_layer_type(vllm_context, monkeypatch):
     _, ours = random_modernbert(monkeypatch, 8)
-    bounds = ours.row_bounds(torch.tensor([0, 1, 2, 3, 4, 5, 6, 0, 1])).bounds
+    positions = torch.tensor([0, 1, 2, 3, 4, 5, 6, 0, 1])
+    bounds = ours.row_bounds(torch.full_like(positions, 9), positions).bounds
     start, end = bounds[encoder_module.GLOBAL]
     assert start.tolist() == [0] * 7 + [7, 7] and end.tolist() == [7] * 7 + [9, 9]
     start, end = bounds[encoder_module.LOCAL]  # |i - j| <= 4

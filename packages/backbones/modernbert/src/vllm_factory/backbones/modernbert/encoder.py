@@ -125,16 +125,17 @@ class RowBounds:
     @classmethod
     def from_positions(
         cls,
+        input_ids: torch.Tensor,
         positions: torch.Tensor,
         half_windows: dict[str, int | None],
         max_seqlen: int,
-        hidden_tail: tuple[torch.Tensor, int] | None = None,
+        hidden_token: int | None = None,
     ) -> RowBounds:
-        """``hidden_tail`` ``(input_ids, token_id)``: each sequence's trailing run of
-        ``token_id`` is no row's key (:func:`visible_ends`)."""
+        """``hidden_token``: each sequence's trailing run of it is no row's key
+        (:func:`visible_ends`)."""
         start, end = sequence_bounds(positions)
-        if hidden_tail is not None:
-            end = visible_ends(hidden_tail[0], positions, end, hidden_tail[1])
+        if hidden_token is not None:
+            end = visible_ends(input_ids, positions, end, hidden_token)
         bounds = {
             kind: (start, end) if half is None else window_bounds(start, end, half)
             for kind, half in half_windows.items()
@@ -333,6 +334,8 @@ class ModernBertEncoder(nn.Module):
             Layer(config, i, types[i], f"{prefix}.layers.{i}", self.vllm_attention)
             for i in range(config.num_hidden_layers)
         )
+        # Each layer type's half window (None: global), for the in-graph attention's bounds.
+        self.half_windows = {layer.attn.layer_type: layer.attn.half_window for layer in self.layers}
         self.final_norm = LayerNorm(config.hidden_size, norm_eps(config), config.norm_bias)
         self.head_dim = config.hidden_size // config.num_attention_heads
         self.rope = nn.ModuleDict(
@@ -349,7 +352,7 @@ class ModernBertEncoder(nn.Module):
         """Every key visible: vLLM's attention, compiled and graph-captured by vLLM (fp32 on
         CUDA: our exact layouts, eagerly); opted in, the in-graph attention."""
         if self.rows_max_seqlen:
-            return self._encode(input_ids, positions, self.row_bounds(positions, input_ids))
+            return self._encode(input_ids, positions, self.row_bounds(input_ids, positions))
         if not self.vllm_attention:
             return self.forward_hidden_keys(input_ids, positions, None)
         return self._encode(input_ids, positions, None)
@@ -364,15 +367,10 @@ class ModernBertEncoder(nn.Module):
         self.hidden_tail_id = token_id
         return True
 
-    def row_bounds(
-        self, positions: Tensor, input_ids: Tensor | None = None, max_seqlen: int | None = None
-    ) -> RowBounds:
+    def row_bounds(self, input_ids: Tensor, positions: Tensor) -> RowBounds:
         """The in-graph attention's key ranges for this batch (device operations only)."""
-        halves = {layer.attn.layer_type: layer.attn.half_window for layer in self.layers}
-        token_id = self.hidden_tail_id
-        tail = None if token_id is None or input_ids is None else (input_ids, token_id)
         return RowBounds.from_positions(
-            positions, halves, max_seqlen or self.rows_max_seqlen, hidden_tail=tail
+            input_ids, positions, self.half_windows, self.rows_max_seqlen, self.hidden_tail_id
         )
 
     def forward_hidden_keys(

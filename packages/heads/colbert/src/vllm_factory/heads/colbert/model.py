@@ -7,9 +7,9 @@ compile); ``forward_hidden_keys(input_ids, positions, hidden_keys)`` when some t
 be attended to (``hidden_keys`` [T] bool: PyLate's hidden query expansion);
 ``embed_input_ids(input_ids)`` and ``load_weights(weights) -> set[str]`` taking Hugging Face
 names; optionally ``hide_trailing_keys(token_id) -> bool``, True where ``forward`` itself hides
-each sequence's trailing run of that token (on the device: no host check per step). The checkpoint is loaded as PyLate or sentence-transformers
-saved it: encoder weights from the top-level safetensors, the projection from its ``Dense``
-module folder(s).
+each sequence's trailing run of that token (on the device: no host check per step). The
+checkpoint is loaded as PyLate or sentence-transformers saved it: encoder weights from the
+top-level safetensors, the projection from its ``Dense`` module folder(s).
 """
 
 from __future__ import annotations
