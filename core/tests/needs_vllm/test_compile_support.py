@@ -21,6 +21,31 @@ def test_split_graph_at_adds_each_op_once():
     ]
 
 
+def test_compile_key_takes_our_settings_and_keeps_the_users():
+    config = _config()
+    config.additional_config = {"user": 1}
+    before = config.compute_hash()
+    compat.add_compile_key(config, probe_attention="rows")
+    compat.add_compile_key(config, probe_kernels=True)
+    assert config.additional_config == {
+        "user": 1,
+        "vllm_factory": {"probe_attention": "rows", "probe_kernels": True},
+    }
+    keyed = config.compute_hash()
+    compat.add_compile_key(config, probe_attention="split")
+    assert len({before, keyed, config.compute_hash()}) == 3
+
+
+def test_compile_key_leaves_a_platforms_config_object_alone(caplog):
+    class PlatformConfig:
+        def compute_hash(self) -> str:
+            return "platform"
+
+    holder = type("Config", (), {"additional_config": PlatformConfig()})()
+    compat.add_compile_key(holder, probe_attention="rows")
+    assert "probe_attention" in caplog.text
+
+
 def test_compiles_only_inside_an_engine():
     # A config without a model: an encoder built by hand, as in unit tests.
     assert not compat.compiles_in_engine(_config())

@@ -533,6 +533,23 @@ def test_a_baseline_that_does_not_start_is_reported_and_the_run_goes_on() -> Non
         bench.run_servers([_spec("plugin")], lambda server: StandInRun(server, events, no_ray))
 
 
+def test_a_start_failure_names_the_engine_cores_error() -> None:
+    """vLLM's API process ends with a wrapper that points "above"; the report must carry the
+    engine core's own error (an H200 run said only "Engine core initialization failed")."""
+    log = (
+        "(EngineCore pid=10) INFO 11-29 22:23:40 [core.py:116] Initializing a V1 LLM engine\n"
+        "(EngineCore pid=10) Traceback (most recent call last):\n"
+        '(EngineCore pid=10)   File "x.py", line 3, in forward\n'
+        "(EngineCore pid=10) torch._dynamo.exc.Unsupported: op not found\n"
+        "(EngineCore pid=10) AssertionError: graph piece 3 expects 4 inputs\n"
+        "(APIServer pid=9) Traceback (most recent call last):\n"
+        "(APIServer pid=9) RuntimeError: Engine core initialization failed. See root cause "
+        "above. Failed core proc(s): {}\n"
+    )
+    assert bench.root_cause(log) == "AssertionError: graph piece 3 expects 4 inputs"
+    assert bench.root_cause("INFO all good\nERROR no exception line here") is None
+
+
 def test_rounds_report_the_median_round_and_every_rounds_rate() -> None:
     rounds = [_point(4, 9.0), _point(4, 12.0), _point(4, 10.0)]
     rounds[2]["p50_ms"] = 123.0

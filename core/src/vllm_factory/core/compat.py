@@ -11,6 +11,7 @@ through the accessors at the end of this module.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ except ImportError:  # pragma: no cover - older vLLM: plain ValueError also maps
     _ValidationError = None
 
 _T = TypeVar("_T")
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "Pooler",
@@ -34,6 +36,7 @@ __all__ = [
     "PoolingParams",
     "PoolingParamsUpdate",
     "SupportsLateInteraction",
+    "add_compile_key",
     "compiles_in_engine",
     "compiles_with_vllm_attention",
     "cpu_attention_isa",
@@ -171,6 +174,25 @@ def split_graph_at(vllm_config: Any, op_name: str) -> None:
     ops = getattr(compilation, "splitting_ops", None)
     if isinstance(ops, list) and op_name not in ops:
         ops.append(op_name)
+
+
+def add_compile_key(vllm_config: Any, **settings: str | bool | int) -> None:
+    """Put settings that change what vLLM compiles but that vLLM cannot see (our environment
+    opt-ins) into the key of vLLM's compile caches: vLLM hashes its config, its own
+    environment variables and ``VllmConfig.additional_config`` into the directory of its
+    torch.compile and AOT artifacts, and loads what it finds there without tracing again. So a
+    server started with another opt-in than the last one on the machine would run the graph
+    compiled for that one (on CUDA vLLM 0.26 the engine then failed to start). The settings
+    go under ``additional_config["vllm_factory"]``; call this from the compiled module's
+    ``__init__``, before vLLM compiles."""
+    extra = getattr(vllm_config, "additional_config", None)
+    if isinstance(extra, dict):
+        extra.setdefault("vllm_factory", {}).update(settings)
+    elif extra is not None:  # a platform's own config object: its hash is its business
+        logger.warning(
+            "additional_config is a %s, not a dict: vLLM's compile cache does not tell %s apart",
+            type(extra).__name__, sorted(settings),
+        )  # fmt: skip
 
 
 def step_cached(key: Hashable, positions: torch.Tensor, build: Callable[[], _T]) -> _T:

@@ -262,3 +262,29 @@ def test_in_graph_attention_is_the_cuda_default_unless_turned_off(monkeypatch) -
     assert not encoder.rows_attention_usable(cpu) and not encoder.rows_attention_usable(None)
     monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
     assert not encoder.rows_attention_usable(cuda)
+
+
+def test_attention_choice_keys_vllms_compile_cache(vllm_context, monkeypatch) -> None:
+    """vLLM finds its compiled graph by ``VllmConfig.compute_hash()``: an encoder that attends
+    in graph and one that splits at its attention op must not share that key (on an H200 a
+    server started with another attention than the last one loaded that one's graph)."""
+    from types import SimpleNamespace
+
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+    from vllm_factory.backbones.deberta import encoder as encoder_module
+
+    config, _ = _hf_model("v3")
+    keys = {}
+    for in_graph in (False, True):
+        monkeypatch.setattr(encoder_module, "rows_attention_usable", lambda cfg, on=in_graph: on)
+        vllm_config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+        vllm_config.compilation_config.splitting_ops = []  # only our settings tell them apart
+        vllm_config.model_config = SimpleNamespace(max_model_len=128)  # read when in graph
+        DebertaV2Encoder(config, vllm_config=vllm_config)
+        vllm_config.model_config = None
+        attention = vllm_config.additional_config["vllm_factory"]["deberta_attention"]
+        assert attention == ("rows" if in_graph else "split")
+        vllm_config.compilation_config.splitting_ops = []
+        keys[in_graph] = vllm_config.compute_hash()
+    assert keys[False] != keys[True]

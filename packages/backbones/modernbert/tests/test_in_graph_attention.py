@@ -109,3 +109,27 @@ def test_an_encoder_off_the_in_graph_path_does_not_hide_keys(vllm_context, monke
     ours = encoder_module.ModernBertEncoder(config, vllm_config=eager_vllm_config())
     assert not ours.rows_max_seqlen and not ours.vllm_attention and not ours.hide_trailing_keys(7)
     assert ours.hidden_tail_id is None
+
+
+def test_attention_choice_keys_vllms_compile_cache(vllm_context, monkeypatch):
+    """vLLM finds its compiled graph by ``VllmConfig.compute_hash()``, which does not see our
+    environment: with and without the opt-in the keys must differ (on an H200 a server
+    started with the opt-in after one without loaded that one's graph and failed to start)."""
+    config = transformers.ModernBertConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=2, max_position_embeddings=128,
+    )  # fmt: skip
+    # Without the opt-in: the exact eager path (fp32 on CUDA), which builds no vLLM attention
+    # layer outside an engine; vLLM's attention is keyed the same way ("vllm").
+    monkeypatch.setattr(encoder_module.compat, "exact_attention_needed", lambda *args: True)
+    keys = {}
+    for opted_in in (False, True):
+        monkeypatch.setattr(
+            encoder_module, "in_graph_attention_usable", lambda cfg, on=opted_in: on
+        )
+        vllm_config = eager_vllm_config()
+        encoder_module.ModernBertEncoder(config, vllm_config=vllm_config)
+        attention = vllm_config.additional_config["vllm_factory"]["modernbert_attention"]
+        assert attention == ("rows" if opted_in else "eager")
+        keys[opted_in] = vllm_config.compute_hash()
+    assert keys[False] != keys[True]

@@ -527,6 +527,9 @@ class DebertaV2Encoder(nn.Module):
         else:
             compat.split_graph_at(vllm_config, ATTENTION_OP)
         compat.split_graph_at(vllm_config, CONV_OP)
+        if vllm_config is not None:
+            attention = "rows" if rows_max_seqlen else "split"
+            compat.add_compile_key(vllm_config, deberta_attention=attention)
         self.config = config
         self.embeddings = Embeddings(config)
         self.encoder = Encoder(

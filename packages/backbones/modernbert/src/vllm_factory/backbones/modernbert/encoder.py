@@ -330,6 +330,11 @@ class ModernBertEncoder(nn.Module):
         self.vllm_attention = not (
             self.rows_max_seqlen or compat.exact_attention_needed(torch.get_default_dtype(), device)
         )
+        if vllm_config is not None:
+            attention = (
+                "rows" if self.rows_max_seqlen else "vllm" if self.vllm_attention else "eager"
+            )
+            compat.add_compile_key(vllm_config, modernbert_attention=attention)
         self.layers = nn.ModuleList(
             Layer(config, i, types[i], f"{prefix}.layers.{i}", self.vllm_attention)
             for i in range(config.num_hidden_layers)
