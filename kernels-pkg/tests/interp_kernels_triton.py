@@ -331,6 +331,24 @@ def test_attention_by_rows(triton_calls, lengths, half_window) -> None:
     torch.testing.assert_close(fp16.double(), expected, rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("lengths", [[5, 37, 70, 1, 16], [1, 1, 1, 90]])
+def test_attention_by_rows_with_bias(triton_calls, lengths) -> None:
+    """T5's relative position bias through the rows kernel (distances past the table's span
+    clamped to its edge, the scale after the bias)."""
+    from test_kernels_rows_attention import reference, rows_case, t5_bias_case
+    from vllm_factory.kernels import attention_by_rows
+
+    q, k, v, start, end = rows_case(lengths, None)
+    bias, index, bias_of = t5_bias_case()
+    out = attention_by_rows(
+        q, k, v, start, end, max(lengths), scale=0.7, bias=bias, bias_index=index,
+        backend="triton",
+    )  # fmt: skip
+    assert triton_calls == ["deberta_attention_rows_triton"]
+    expected = reference(q, k, v, start, end, 0.7, bias, bias_of)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-5)
+
+
 # fp16 only: triton 3.9's interpreter computes tl.dot on bf16 operands wrongly (garbage of
 # order 1e10 on a plain 16x16 product), a bug of the interpreter; bf16 runs in the CUDA tests.
 @pytest.mark.parametrize("dtype", [torch.float16])

@@ -173,6 +173,24 @@ def test_attention_by_rows(dtype, half_window, lengths: list[int], head_dim: int
     torch.testing.assert_close(out.float().cpu(), expected, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("lengths", "head_dim"), [([5, 37, 70, 1, 16], 32), ([512] * 5, 64)])
+def test_attention_by_rows_with_bias(dtype, lengths: list[int], head_dim: int) -> None:
+    """mT5's in-graph attention: T5's bias by relative distance, unscaled scores."""
+    from test_kernels_rows_attention import reference, rows_case, t5_bias_case
+    from vllm_factory.kernels import attention_by_rows
+
+    q, k, v, start, end = rows_case(lengths, None, heads=3, dim=head_dim)
+    bias, index, bias_of = t5_bias_case()
+    expected = reference(q * 0.2, k, v, start, end, 1.0, bias, bias_of).float()
+    args = [t.to("cuda", dtype) for t in (q * 0.2, k, v)] + [start.cuda(), end.cuda()]
+    out = attention_by_rows(
+        *args, max(lengths), scale=1.0, bias=bias.cuda(), bias_index=index.cuda()
+    )  # "auto" picks Triton on CUDA
+    tol = 2e-5 if dtype == torch.float32 else 3e-2
+    torch.testing.assert_close(out.float().cpu(), expected, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     ("lengths", "hidden"), [([1], 256), ([384, 300, 17, 1] * 5, 256), ([40, 9], 96)]

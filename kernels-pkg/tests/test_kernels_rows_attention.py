@@ -25,16 +25,37 @@ def rows_case(lengths: list[int], half_window: int | None, heads: int = 3, dim: 
     return q, k, v, start, end
 
 
-def reference(q, k, v, start, end, scale):
-    """Row by row in float64: softmax over the keys start[i] <= j < end[i]; zeros if none."""
+def reference(q, k, v, start, end, scale, bias=None, bias_of=None):
+    """Row by row in float64: softmax over the keys start[i] <= j < end[i]; zeros if none.
+    ``bias_of(i - j)``: the bucket whose ``bias[:, bucket]`` joins the scores (before scale)."""
     out = torch.zeros(q.shape, dtype=torch.float64)
     for i in range(q.shape[0]):
         lo, hi = int(start[i]), int(end[i])
         if hi <= lo:
             continue
-        scores = torch.einsum("hd,khd->hk", q[i].double(), k[lo:hi].double()) * scale
+        scores = torch.einsum("hd,khd->hk", q[i].double(), k[lo:hi].double())
+        if bias is not None:
+            buckets = [bias_of(i - j) for j in range(lo, hi)]
+            scores = scores + bias.double()[:, buckets]
+        scores = scores * scale
         out[i] = torch.einsum("hk,khd->hd", torch.softmax(scores, -1), v[lo:hi].double())
     return out
+
+
+def t5_bias_case(heads: int = 3, buckets: int = 8, span: int = 9, seed: int = 1):
+    """A per-head bias table and a T5-like distance -> bucket index (distances beyond
+    ``span - 1`` share the edge buckets): ``bias``, ``bias_index``, ``bias_of``."""
+    g = torch.Generator().manual_seed(seed)
+    bias = torch.randn(heads, buckets, generator=g) * 2
+    distance = torch.arange(-(span - 1), span)
+    index = torch.where(distance > 0, distance.clamp(max=buckets // 2 - 1), buckets // 2)
+    index = torch.where(distance < 0, buckets // 2 + (-distance).clamp(max=buckets // 2 - 1), index)
+    index = torch.where(distance == 0, 0, index).to(torch.int32)
+
+    def bias_of(d: int) -> int:
+        return int(index[max(-(span - 1), min(span - 1, d)) + span - 1])
+
+    return bias, index, bias_of
 
 
 def test_window_bounds_keep_a_band_inside_each_sequence():
@@ -54,6 +75,35 @@ def test_fallback_matches_row_by_row_attention(lengths, half_window):
     assert given is out
     expected = reference(q, k, v, start, end, q.shape[-1] ** -0.5)
     torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("half_window", [None, 4])
+@pytest.mark.parametrize("lengths", [[5, 37, 30, 1, 16], [3, 3]])
+def test_fallback_adds_a_bias_by_distance(lengths, half_window):
+    """T5's relative position bias: ``bias[h, bucket(i - j)]`` on every score, distances past
+    the table's span clamped to its edge, before the scale (T5 scales by 1)."""
+    q, k, v, start, end = rows_case(lengths, half_window)
+    bias, index, bias_of = t5_bias_case()
+    out = attention_by_rows(
+        q, k, v, start, end, max(lengths), scale=0.7, bias=bias, bias_index=index,
+        backend="torch",
+    )  # fmt: skip
+    expected = reference(q, k, v, start, end, 0.7, bias, bias_of)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)
+    plain = reference(q, k, v, start, end, 0.7)
+    assert (out.double() - plain).abs().max() > 1e-2  # the bias mattered
+
+
+def test_bias_needs_its_index_and_one_column_per_head():
+    q, k, v, positions = packed([4])
+    start, end = sequence_bounds(positions)
+    bias, index, _ = t5_bias_case()
+    with pytest.raises(ValueError, match="together"):
+        attention_by_rows(q, k, v, start, end, 4, bias=bias)
+    with pytest.raises(ValueError, match="H = 3"):
+        attention_by_rows(q, k, v, start, end, 4, bias=bias[:2], bias_index=index)
+    with pytest.raises(ValueError, match="2 \\* span - 1"):
+        attention_by_rows(q, k, v, start, end, 4, bias=bias, bias_index=index[1:])
 
 
 def test_a_row_without_keys_gets_zeros_and_scale_is_applied():

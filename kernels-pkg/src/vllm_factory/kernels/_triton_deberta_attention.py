@@ -1,8 +1,9 @@
-"""Triton flash attention with DeBERTa's c2p / p2c terms. Imported lazily.
+"""Triton flash attention with DeBERTa's c2p / p2c terms or T5's bias. Imported lazily.
 
 One program per (query tile, sequence, head). Each key tile adds to ``q @ k^T`` the c2p
 entries ``c2p[h, i, idx(i - j)]`` and p2c entries ``p2c[h, j, idx(i - j)]``, gathered from the
-precomputed ``[H, T, 2 * span]`` projections, then updates an online softmax in fp32: the
+precomputed ``[H, T, 2 * span]`` projections, or a per-head scalar ``bias[h, idx(i - j)]``
+(T5's bucketed relative position bias), then updates an online softmax in fp32: the
 ``[L, L]`` scores never reach global memory.
 """
 
@@ -43,6 +44,7 @@ def _attend_keys(
     v_base,
     c2p_base,
     p2c_base,
+    bias_base,
     idx_ptr,
     rows,
     keys,
@@ -60,10 +62,11 @@ def _attend_keys(
     qk_scale,
     HAS_C2P: tl.constexpr,
     HAS_P2C: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
     IEEE: tl.constexpr,
 ):
-    """One key tile of the online softmax: ``q @ k^T`` plus the c2p / p2c entries of each
-    pair's relative bucket (``distance`` = query row - key row, read where ``pair``), scores
+    """One key tile of the online softmax: ``q @ k^T`` plus the c2p / p2c entries or the bias
+    of each pair's relative bucket (``distance`` = query row - key row, read where ``pair``), scores
     outside ``mask`` at -inf; returns the updated ``(acc, m_i, l_i)``. ``*_base`` point at the
     head; a row without a key in this tile yet keeps ``m_i`` at -inf and adds nothing."""
     k = _load_tile(k_base, keys, stride_kt, offs_d, n_valid, d_valid)
@@ -71,8 +74,10 @@ def _attend_keys(
         s = tl.dot(q, tl.trans(k), input_precision="ieee")
     else:
         s = tl.dot(q, tl.trans(k))
-    if HAS_C2P or HAS_P2C:
+    if HAS_C2P or HAS_P2C or HAS_BIAS:
         rel = tl.load(idx_ptr + (distance + idx_offset), mask=pair, other=0)
+        if HAS_BIAS:
+            s += tl.load(bias_base + rel, mask=pair, other=0.0).to(tl.float32)
         if HAS_C2P:
             s += tl.load(c2p_base + rows[:, None] * stride_ct + rel, mask=pair, other=0.0).to(
                 tl.float32
@@ -115,6 +120,7 @@ def _deberta_attention_kernel(
     o_ptr,
     c2p_ptr,
     p2c_ptr,
+    bias_ptr,
     idx_ptr,
     cu_ptr,
     stride_qt,
@@ -129,11 +135,13 @@ def _deberta_attention_kernel(
     stride_ct,
     stride_ph,
     stride_pt,
+    stride_bh,
     idx_offset,
     qk_scale,  # 1 / sqrt(D * factor) * log2(e): softmax in base 2
     head_dim,
     HAS_C2P: tl.constexpr,
     HAS_P2C: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
     IEEE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -163,11 +171,12 @@ def _deberta_attention_kernel(
         n_valid = cols < length
         acc, m_i, l_i = _attend_keys(
             q, m_i, l_i, acc, k_ptr + head * stride_kh, v_ptr + head * stride_vh,
-            c2p_ptr + head * stride_ch, p2c_ptr + head * stride_ph, idx_ptr,
+            c2p_ptr + head * stride_ch, p2c_ptr + head * stride_ph, bias_ptr + head * stride_bh,
+            idx_ptr,
             rows, start + cols, offs_m[:, None] - cols[None, :],
             m_valid[:, None] & n_valid[None, :], n_valid[None, :], n_valid, offs_d, d_valid,
             stride_kt, stride_vt, stride_ct, stride_pt, idx_offset, qk_scale,
-            HAS_C2P, HAS_P2C, IEEE,
+            HAS_C2P, HAS_P2C, HAS_BIAS, IEEE,
         )  # fmt: skip
 
     _store_rows(o_ptr + head * stride_oh, rows, stride_ot, offs_d, acc, l_i, m_valid, d_valid)
@@ -188,22 +197,25 @@ def _tensor_args(
     out: torch.Tensor,
     c2p: torch.Tensor | None,
     p2c: torch.Tensor | None,
+    bias: torch.Tensor | None = None,
 ) -> tuple[list, dict]:
     """The tensors, strides and flags both kernels take after their own pointers: q / k / v /
-    out / c2p / p2c (dummies where a term is off, never read) then their head and token
-    strides; the kernels read the last dimension contiguously."""
+    out / c2p / p2c / bias (dummies where a term is off, never read) then their head and token
+    strides (the bias: its head stride); the kernels read the last dimension contiguously."""
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     c2p_t = q if c2p is None else (c2p if c2p.stride(-1) == 1 else c2p.contiguous())
     p2c_t = q if p2c is None else (p2c if p2c.stride(-1) == 1 else p2c.contiguous())
-    tensors = [q, k, v, out, c2p_t, p2c_t]
+    bias_t = q if bias is None else (bias if bias.stride(-1) == 1 else bias.contiguous())
+    tensors = [q, k, v, out, c2p_t, p2c_t, bias_t]
     strides = [
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1),
         c2p_t.stride(0) if c2p is not None else 0, c2p_t.stride(1) if c2p is not None else 0,
         p2c_t.stride(0) if p2c is not None else 0, p2c_t.stride(1) if p2c is not None else 0,
+        bias_t.stride(0) if bias is not None else 0,
     ]  # fmt: skip
     flags = {"HAS_C2P": c2p is not None, "HAS_P2C": p2c is not None,
-             "IEEE": q.dtype == torch.float32}  # fmt: skip
+             "HAS_BIAS": bias is not None, "IEEE": q.dtype == torch.float32}  # fmt: skip
     return [tensors, strides], flags
 
 
@@ -239,6 +251,7 @@ def _deberta_attention_rows_kernel(
     o_ptr,
     c2p_ptr,
     p2c_ptr,
+    bias_ptr,
     idx_ptr,
     start_ptr,
     end_ptr,
@@ -255,12 +268,14 @@ def _deberta_attention_rows_kernel(
     stride_ct,
     stride_ph,
     stride_pt,
+    stride_bh,
     idx_offset,
     max_distance,
     qk_scale,  # 1 / sqrt(D * factor) * log2(e): softmax in base 2
     head_dim,
     HAS_C2P: tl.constexpr,
     HAS_P2C: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
     IEEE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -300,10 +315,11 @@ def _deberta_attention_rows_kernel(
         distance = tl.minimum(tl.maximum(distance, -max_distance), max_distance)
         acc, m_i, l_i = _attend_keys(
             q, m_i, l_i, acc, k_ptr + head * stride_kh, v_ptr + head * stride_vh,
-            c2p_ptr + head * stride_ch, p2c_ptr + head * stride_ph, idx_ptr,
+            c2p_ptr + head * stride_ch, p2c_ptr + head * stride_ph, bias_ptr + head * stride_bh,
+            idx_ptr,
             rows, cols.to(tl.int64), distance, pair, pair, n_valid, offs_d, d_valid,
             stride_kt, stride_vt, stride_ct, stride_pt, idx_offset, qk_scale,
-            HAS_C2P, HAS_P2C, IEEE,
+            HAS_C2P, HAS_P2C, HAS_BIAS, IEEE,
         )  # fmt: skip
 
     _store_rows(o_ptr + head * stride_oh, rows, stride_ot, offs_d, acc, l_i, m_valid, d_valid)
@@ -321,11 +337,14 @@ def deberta_attention_rows_triton(
     sm_scale: float,
     max_seqlen: int,
     out: torch.Tensor,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of every row of packed ``[T, H, D]`` q/k/v over the keys
     ``row_start[i] <= j < row_end[i]`` (int32 ``[T]``, on the device), into ``out`` (its last
     dimension contiguous); the launch needs no host value but ``T``. ``max_seqlen`` bounds the
-    sequence lengths (block sizes only)."""
+    sequence lengths (block sizes only). ``bias`` ``[H, buckets]`` (with ``rel_index``, no
+    c2p / p2c): ``bias[h, rel_index[i - j + span - 1]]`` added to each score before the
+    scale."""
     total, heads, head_dim = q.shape
     if total == 0:
         return out
@@ -333,7 +352,7 @@ def deberta_attention_rows_triton(
         idx, idx_offset = rel_index, (rel_index.numel() + 1) // 2 - 1
     else:
         idx, idx_offset = row_start, 0
-    (tensors, strides), flags = _tensor_args(q, k, v, out, c2p, p2c)
+    (tensors, strides), flags = _tensor_args(q, k, v, out, c2p, p2c, bias)
     block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
     grid = (triton.cdiv(total, block_m), heads)
     _deberta_attention_rows_kernel[grid](

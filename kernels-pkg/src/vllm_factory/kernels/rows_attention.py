@@ -7,6 +7,8 @@ two-sided sliding window. :func:`attention_by_rows` then attends each row to its
 Triton launch depends on ``T`` alone, so a CUDA graph can hold the whole step (no per-sequence
 host data, no split point in a compiled encoder). :func:`visible_ends` hides a sequence's
 trailing run of one token from every row (ColBERT's query expansion), on the device as well.
+An optional per-head bias by relative distance (T5's bucketed position bias) joins the scores
+inside the kernel.
 """
 
 from __future__ import annotations
@@ -66,34 +68,56 @@ def attention_by_rows(
     *,
     scale: float | None = None,
     out: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    bias_index: torch.Tensor | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
     """Softmax attention of every row ``i`` of packed ``[T, H, D]`` q / k / v over the keys
     ``row_start[i] <= j < row_end[i]`` (``[T]`` on the device; a row with an empty range gets
     zeros), scaled by ``scale`` (default ``1 / sqrt(D)``); ``[T, H, D]``, into ``out`` when
     given. ``max_seqlen`` bounds the ranges' lengths (Triton block sizes only). The Triton
-    kernel needs no host value but ``T``; the PyTorch fallback reads the ranges on the host."""
+    kernel needs no host value but ``T``; the PyTorch fallback reads the ranges on the host.
+
+    ``bias`` ``[H, buckets]`` with ``bias_index`` (integer ``[2 * span - 1]``, on the device):
+    each score gets ``bias[h, bias_index[d + span - 1]]`` added before the scale, ``d = i - j``
+    clamped to ``[-(span - 1), span - 1]`` (T5: the bucket of each distance; its buckets stop
+    changing past ``max_distance``, so ``span = max_distance + 1`` serves any length)."""
     if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"q, k, v must be [T, H, D] alike, got {q.shape}, {k.shape}, {v.shape}")
     if row_start.shape != (q.shape[0],) or row_end.shape != (q.shape[0],):
         raise ValueError("row_start and row_end must be [T]")
     _check_out(q, out)
+    _check_bias(q, bias, bias_index)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     tensors = (q, k, v, row_start, row_end)
     if select_backend(backend, *tensors, kernel="attention_by_rows") == "triton":
         from ._triton_deberta_attention import deberta_attention_rows_triton
 
         start, end = (t.to(torch.int32).contiguous() for t in (row_start, row_end))
+        index = None if bias_index is None else bias_index.to(torch.int32).contiguous()
         return _into(out, q, lambda target: deberta_attention_rows_triton(
-            q, k, v, start, end, None, None, None, scale, max(max_seqlen, 1), target
+            q, k, v, start, end, None, None, index, scale, max(max_seqlen, 1), target, bias
         ))  # fmt: skip
-    result = _attention_by_rows_torch(q, k, v, row_start, row_end, scale)
+    result = _attention_by_rows_torch(q, k, v, row_start, row_end, scale, bias, bias_index)
     return result if out is None else out.copy_(result)
 
 
 def _check_out(q: torch.Tensor, out: torch.Tensor | None) -> None:
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype):
         raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+
+
+def _check_bias(q: torch.Tensor, bias: torch.Tensor | None, index: torch.Tensor | None) -> None:
+    if (bias is None) != (index is None):
+        raise ValueError("bias and bias_index go together")
+    if bias is None:
+        return
+    if bias.dim() != 2 or bias.shape[0] != q.shape[1]:
+        raise ValueError(
+            f"bias must be [H, buckets] with H = {q.shape[1]}, got {tuple(bias.shape)}"
+        )
+    if index.dim() != 1 or index.numel() % 2 == 0 or index.dtype.is_floating_point:
+        raise ValueError(f"bias_index must be integer [2 * span - 1], got {tuple(index.shape)}")
 
 
 def _into(out: torch.Tensor | None, q: torch.Tensor, launch) -> torch.Tensor:
@@ -111,10 +135,13 @@ def _attention_by_rows_torch(
     row_start: torch.Tensor,
     row_end: torch.Tensor,
     scale: float,
+    bias: torch.Tensor | None = None,
+    bias_index: torch.Tensor | None = None,
     chunk: int = 256,
 ) -> torch.Tensor:
     """The fallback: ``chunk`` rows at a time, over the union of their ranges with a per-row
     mask, in fp32."""
+    span = 0 if bias_index is None else (bias_index.numel() + 1) // 2
     total = q.shape[0]
     out = torch.zeros_like(q)
     start, end = row_start.long().cpu(), row_end.long().cpu()
@@ -125,7 +152,12 @@ def _attention_by_rows_torch(
             continue
         keys = torch.arange(lo, hi)
         allowed = (keys[None, :] >= start[rows, None]) & (keys[None, :] < end[rows, None])
-        scores = torch.einsum("thd,khd->htk", q[rows].float(), k[lo:hi].float()) * scale
+        scores = torch.einsum("thd,khd->htk", q[rows].float(), k[lo:hi].float())
+        if bias is not None:
+            distance = torch.arange(rows.start, rows.stop)[:, None] - keys[None, :]
+            slot = distance.clamp(-(span - 1), span - 1) + span - 1
+            scores = scores + bias.float()[:, bias_index.long()[slot.to(bias_index.device)]]
+        scores = scores * scale
         scores = scores.masked_fill(~allowed.to(q.device)[None], float("-inf"))
         weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # an empty range: all -inf
         out[rows] = torch.einsum("htk,khd->thd", weights, v[lo:hi].float()).to(q.dtype)
