@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -46,14 +48,14 @@ def tiny_checkpoint(tmp_path, mt5: bool, d_kv: int):
     return config, model, load_file(tmp_path / "model.safetensors")
 
 
-def build_encoder(vllm_context, config, weights, prefixes, dtype=torch.float32):
+def build_encoder(vllm_context, config, weights, prefixes, dtype=torch.float32, vllm_config=None):
     """Construct, load and post-process as vLLM's loader does (CPU gemm setup included)."""
 
     def make():
         default = torch.get_default_dtype()
         torch.set_default_dtype(dtype)  # vLLM builds parameters in the model dtype
         try:
-            encoder = MT5Encoder(config, prefix="model").eval()
+            encoder = MT5Encoder(config, vllm_config=vllm_config, prefix="model").eval()
         finally:
             torch.set_default_dtype(default)
         loaded = encoder.load_weights(weights, prefixes=prefixes)
@@ -151,3 +153,74 @@ def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, tmp_path):
         nothing = encoder(torch.full((6,), 3), torch.arange(2, 8))
     torch.testing.assert_close(padded[4 : 4 + len(ids)], plain, atol=1e-5, rtol=1e-5)
     assert torch.isfinite(padded).all() and torch.isfinite(nothing).all()
+
+
+@pytest.fixture
+def in_graph(monkeypatch):
+    """The opt-in in-graph attention (``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=1``, CUDA only)
+    taken on CPU: the same encoder code path, with ``attention_by_rows``' PyTorch fallback in
+    place of its Triton kernel (which the kernels' interpreter and CUDA suites run)."""
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+    from vllm_factory.backbones.mt5 import encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module, "in_graph_attention_usable", lambda cfg: True)
+    config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+    config.model_config = SimpleNamespace(max_model_len=128)  # all the encoder reads of it
+    return config
+
+
+@pytest.mark.parametrize(("mt5", "d_kv"), [(True, 32), (False, 64)])
+def test_in_graph_attention_matches_hugging_face(vllm_context, tmp_path, in_graph, mt5, d_kv):
+    """Sequences longer than max_distance (16) reach the clamped distances of the bias."""
+    config, model, state = tiny_checkpoint(tmp_path, mt5, d_kv)
+    ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
+    positions = torch.cat([torch.arange(n) for n in LENGTHS])
+    expected = hf_outputs(model, ids)
+    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",), vllm_config=in_graph)
+    assert encoder.rows_max_seqlen == 128
+    assert encoder.bias_index.numel() == 2 * 16 + 1
+    with torch.no_grad():
+        out = encoder(ids, positions)
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_in_graph_attention_keeps_the_graph_whole(vllm_context, tmp_path, monkeypatch):
+    """Opted in, the attention is no split point, and the choice keys vLLM's compile cache
+    (a server with the other choice must not load this one's cached graph)."""
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+    from vllm_factory.backbones.mt5 import encoder as encoder_module
+
+    config, _, _ = tiny_checkpoint(tmp_path, True, 32)
+    keys = {}
+    for opted_in in (False, True):
+        monkeypatch.setattr(encoder_module, "in_graph_attention_usable", lambda c, on=opted_in: on)
+        vllm_config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+        vllm_config.compilation_config.splitting_ops = []
+        vllm_config.model_config = SimpleNamespace(max_model_len=64)
+        vllm_context(lambda cfg=vllm_config: MT5Encoder(config, vllm_config=cfg))
+        vllm_config.model_config = None
+        split = vllm_config.compilation_config.splitting_ops
+        assert split == ([] if opted_in else [encoder_module.ATTENTION_OP])
+        assert vllm_config.additional_config["vllm_factory"]["mt5_attention"] == (
+            "rows" if opted_in else "split"
+        )
+        vllm_config.compilation_config.splitting_ops = []
+        keys[opted_in] = vllm_config.compute_hash()
+    assert keys[False] != keys[True]
+
+
+def test_in_graph_attention_with_cuda_graph_padding(vllm_context, tmp_path, in_graph):
+    """The padding tokens and stale positions of a graph-padded step, in graph as well."""
+    config, _, state = tiny_checkpoint(tmp_path, True, 32)
+    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",), vllm_config=in_graph)
+    ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
+    positions = torch.cat([torch.arange(n) for n in LENGTHS])
+    stale, tail = torch.arange(5, 9), torch.zeros(13, dtype=torch.long)
+    with torch.no_grad():
+        plain = encoder(ids, positions)
+        padded = encoder(
+            torch.cat([torch.full((4,), 3), ids, torch.zeros(13, dtype=torch.long)]),
+            torch.cat([stale, positions, tail]),
+        )
+    torch.testing.assert_close(padded[4 : 4 + len(ids)], plain, atol=1e-5, rtol=1e-5)
+    assert torch.isfinite(padded).all()

@@ -14,6 +14,13 @@ the sequences and builds their bias masks once per step (shared by every layer, 
 the bias) and writes into an output buffer the graph allocated. Padding that vLLM adds for a
 CUDA graph has position 0: each padding token is a sequence of its own.
 
+Opt-in on CUDA (``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=1`` in the server's environment, Triton
+usable): the attention stays inside the compiled graph instead (``vllm_factory::
+t5_attention_rows``, ``vllm-factory-kernels``' ``attention_by_rows`` with the bias by relative
+distance). Each row's key range comes from the positions on the device and the bias from the
+table by distance, so nothing is read on the host: no split point, no per-step grouping, one
+CUDA graph a step size.
+
 fp16: T5 activations are known to overflow fp16 (mT5 especially); Hugging Face clamps the
 residual stream to the fp16 range after each sublayer, and so do we in fp16. We serve fp32
 and bf16, where none of this applies.
@@ -21,8 +28,11 @@ and bf16, where none of this applies.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -38,9 +48,15 @@ from vllm.model_executor.layers.linear import (
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm_factory.backbones.mt5.attention import SequenceGroups
-from vllm_factory.backbones.mt5.position_bias import position_bias
+from vllm_factory.backbones.mt5.position_bias import position_bias, relative_position_bucket
 from vllm_factory.core import compat
-from vllm_factory.kernels import fused_geglu
+from vllm_factory.kernels import (
+    attention_by_rows,
+    fused_geglu,
+    sequence_bounds,
+    triton_available,
+    triton_disabled,
+)
 
 vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
 
@@ -105,6 +121,17 @@ class RMSNorm(nn.Module):
 
 
 ATTENTION_OP = "vllm_factory::t5_attention"
+ROWS_OP = "vllm_factory::t5_attention_rows"
+IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION"
+
+
+def in_graph_attention_usable(vllm_config: Any) -> bool:
+    """Whether ``forward`` attends in graph (:data:`ROWS_OP`): opt-in with
+    ``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=1``, on a CUDA engine with Triton usable."""
+    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip() != "1":
+        return False
+    device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
+    return device == "cuda" and triton_available() and not triton_disabled()
 
 
 # The split point of the compiled encoder. It writes into ``out``, which the graph piece
@@ -144,6 +171,44 @@ def _(q, k, v, positions, table, num_buckets, max_distance, first_head, min_fill
     return None
 
 
+# In the compiled graph (no split point): the launch depends on the token count alone.
+@torch.library.custom_op(ROWS_OP, mutates_args=("out",))
+def t5_attention_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    row_start: torch.Tensor,
+    row_end: torch.Tensor,
+    bias: torch.Tensor,
+    bias_index: torch.Tensor,
+    max_seqlen: int,
+    out: torch.Tensor,
+) -> None:
+    """Unscaled attention of packed ``[T, H, D]`` q/k/v over each row's ``[row_start,
+    row_end)``, plus ``bias[h, bias_index[i - j + span - 1]]``, into ``out``."""
+    attention_by_rows(
+        q, k, v, row_start, row_end, max_seqlen, scale=1.0, out=out, bias=bias,
+        bias_index=bias_index,
+    )  # fmt: skip
+
+
+@t5_attention_rows.register_fake
+def _(q, k, v, row_start, row_end, bias, bias_index, max_seqlen, out):
+    return None
+
+
+@dataclass
+class RowsBias:
+    """What the in-graph attention needs, made once per forward: each row's key range and the
+    ``[local heads, buckets]`` bias table with the distance -> bucket index."""
+
+    start: torch.Tensor
+    end: torch.Tensor
+    table: torch.Tensor
+    index: torch.Tensor
+    max_seqlen: int
+
+
 class Attention(nn.Module):
     def __init__(self, config, prefix: str = "") -> None:
         super().__init__()
@@ -155,14 +220,20 @@ class Attention(nn.Module):
         self.o = RowParallelLinear(inner, config.d_model, bias=False, prefix=f"{prefix}.o")
 
     def forward(
-        self, hidden_states: torch.Tensor, positions: torch.Tensor, bias: tuple
+        self, hidden_states: torch.Tensor, positions: torch.Tensor, bias: tuple | RowsBias
     ) -> torch.Tensor:
-        """``bias``: the op's ``(table, num_buckets, max_distance, first_head, min_fill)``."""
+        """``bias``: the split-point op's ``(table, num_buckets, max_distance, first_head,
+        min_fill)``, or :class:`RowsBias` for the in-graph attention."""
         qkv, _ = self.qkv(hidden_states)
         heads = qkv.shape[1] // (3 * self.head_dim)  # this rank's heads
         q, k, v = qkv.view(-1, 3, heads, self.head_dim).unbind(1)
         out = q.new_empty(q.shape)
-        torch.ops.vllm_factory.t5_attention(q, k, v, positions, *bias, out)
+        if isinstance(bias, RowsBias):
+            torch.ops.vllm_factory.t5_attention_rows(
+                q, k, v, bias.start, bias.end, bias.table, bias.index, bias.max_seqlen, out
+            )
+        else:
+            torch.ops.vllm_factory.t5_attention(q, k, v, positions, *bias, out)
         return self.o(out.view(out.shape[0], -1))[0]
 
 
@@ -247,10 +318,23 @@ class MT5Encoder(nn.Module):
 
     def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
-        compat.split_graph_at(vllm_config, ATTENTION_OP)
         self.config = config
         self.num_buckets = config.relative_attention_num_buckets
         self.max_distance = getattr(config, "relative_attention_max_distance", 128)
+        # ``rows_max_seqlen`` > 0: ``forward`` attends in graph (module docstring).
+        self.rows_max_seqlen = 0
+        if in_graph_attention_usable(vllm_config):
+            self.rows_max_seqlen = vllm_config.model_config.max_model_len
+        else:
+            compat.split_graph_at(vllm_config, ATTENTION_OP)
+        if vllm_config is not None:
+            attention = "rows" if self.rows_max_seqlen else "split"
+            compat.add_compile_key(vllm_config, mt5_attention=attention)
+        # The bucket of each distance i - j (T5's key - query is j - i) for |i - j| up to
+        # max_distance; buckets stop changing past it, and the kernel clamps farther ones.
+        distance = torch.arange(-self.max_distance, self.max_distance + 1)
+        buckets = relative_position_bucket(-distance, self.num_buckets, self.max_distance)
+        self.register_buffer("bias_index", buckets.to(torch.int32), persistent=False)
         self.shared = VocabParallelEmbedding(config.vocab_size, config.d_model)
         # T5 keeps the table in block 0 and shares its bias with every block; replicated
         # here, each tensor-parallel rank reads its own heads' columns.
@@ -280,7 +364,12 @@ class MT5Encoder(nn.Module):
         else:
             residual = inputs_embeds.clone()  # the residual stream is updated in place
         table = self.relative_attention_bias.weight
-        bias = (table, self.num_buckets, self.max_distance, self._heads.start, self.min_fill)
+        if self.rows_max_seqlen:
+            start, end = sequence_bounds(positions)
+            local = table[:, self._heads].t().contiguous()
+            bias = RowsBias(start, end, local, self.bias_index, self.rows_max_seqlen)
+        else:
+            bias = (table, self.num_buckets, self.max_distance, self._heads.start, self.min_fill)
         hidden = self.blocks[0].attn_norm(residual)
         norms = [*(block.attn_norm for block in self.blocks[1:]), self.final_norm]
         for block, next_norm in zip(self.blocks, norms):
