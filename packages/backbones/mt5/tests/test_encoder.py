@@ -224,3 +224,21 @@ def test_in_graph_attention_with_cuda_graph_padding(vllm_context, tmp_path, in_g
         )
     torch.testing.assert_close(padded[4 : 4 + len(ids)], plain, atol=1e-5, rtol=1e-5)
     assert torch.isfinite(padded).all()
+
+
+def test_in_graph_forward_traces_as_one_graph(vllm_context, tmp_path, in_graph):
+    """What the opt-in is for: dynamo traces the whole forward (row bounds, bias table, every
+    layer's attention op) without a graph break, with dynamic token counts, as vLLM compiles
+    it; the traced function gives the eager outputs."""
+    config, _, state = tiny_checkpoint(tmp_path, True, 32)
+    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",), vllm_config=in_graph)
+    traced = torch.compile(
+        lambda ids, positions: MT5Encoder.forward(encoder, ids, positions),
+        fullgraph=True, dynamic=True, backend="eager",
+    )  # fmt: skip
+    ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
+    positions = torch.cat([torch.arange(n) for n in LENGTHS])
+    with torch.no_grad():
+        torch.testing.assert_close(traced(ids, positions), encoder(ids, positions))
+        short = traced(ids[:30], positions[:30])  # another token count, same graph
+    assert short.shape == (30, config.d_model)
