@@ -536,6 +536,8 @@ def test_a_baseline_that_does_not_start_is_reported_and_the_run_goes_on() -> Non
 def test_a_start_failure_names_the_engine_cores_error() -> None:
     """vLLM's API process ends with a wrapper that points "above"; the report must carry the
     engine core's own error (an H200 run said only "Engine core initialization failed")."""
+    from vllm_factory.testing.server import ServerStartError, root_cause
+
     log = (
         "(EngineCore pid=10) INFO 11-29 22:23:40 [core.py:116] Initializing a V1 LLM engine\n"
         "(EngineCore pid=10) Traceback (most recent call last):\n"
@@ -546,8 +548,15 @@ def test_a_start_failure_names_the_engine_cores_error() -> None:
         "(APIServer pid=9) RuntimeError: Engine core initialization failed. See root cause "
         "above. Failed core proc(s): {}\n"
     )
-    assert bench.root_cause(log) == "AssertionError: graph piece 3 expects 4 inputs"
-    assert bench.root_cause("INFO all good\nERROR no exception line here") is None
+    assert root_cause(log) == "AssertionError: graph piece 3 expects 4 inputs"
+    assert root_cause("INFO all good\nERROR no exception line here") is None
+    wrapper = "RuntimeError: Engine core initialization failed. See root cause above."
+    failure = ServerStartError(
+        f"server exited with code 1 during start\n{wrapper}", "KeyError: 'x'"
+    )
+    assert bench._start_failure("variant", failure) == (
+        "server exited with code 1 during start: KeyError: 'x'"
+    )
 
 
 def test_rounds_report_the_median_round_and_every_rounds_rate() -> None:

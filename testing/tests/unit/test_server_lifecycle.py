@@ -48,3 +48,30 @@ def test_stop_leaves_no_process_the_server_started(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert not is_running(helper), "the helper outlived stop()"
     assert "GET /health" in server.log_tail()
+
+
+class FailingServer(SubprocessServer):
+    """Exits during start as a vLLM server whose engine core failed: its own error, then a
+    hundred lines, then the API process's wrapper that points "above"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.label = self.model = "failing"
+        script = (
+            "print('(EngineCore pid=7) AssertionError: graph piece 3 expects 4 inputs'); "
+            "print('\\n'.join(f'(EngineCore pid=7)   frame {i}' for i in range(100))); "
+            "print('(APIServer pid=6) RuntimeError: Engine core initialization failed. "
+            "See root cause above. Failed core proc(s): {}'); raise SystemExit(1)"
+        )
+        self.args = [sys.executable, "-c", script]
+        self.env = dict(os.environ)
+
+
+def test_a_failed_start_names_the_root_cause_from_the_whole_log() -> None:
+    from vllm_factory.testing.server import ServerStartError
+
+    with pytest.raises(ServerStartError) as failure, FailingServer():
+        pass
+    assert failure.value.cause == "AssertionError: graph piece 3 expects 4 inputs"
+    assert "graph piece 3" not in str(failure.value)  # beyond the tail the message carries

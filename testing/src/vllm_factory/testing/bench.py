@@ -66,6 +66,7 @@ from vllm_factory.testing.server import (
     ServerStartError,
     SubprocessServer,
     VllmServer,
+    root_cause,
 )
 from vllm_factory.testing.usage import Usage
 
@@ -1015,25 +1016,11 @@ def run_servers(
     return results, failed
 
 
-_EXCEPTION_LINE = re.compile(r"^(?:\(\w+ pid=\d+\)\s*)?((?:[\w.]+\.)?\w*(?:Error|Exception): .*)$")
-
-
-def root_cause(log: str) -> str | None:
-    """The last exception line of a server log that is not vLLM's wrapper pointing at another
-    ("Engine core initialization failed. See root cause above."): the engine core's own
-    error, which the API process's last line does not say."""
-    causes = [
-        match.group(1).strip()
-        for line in log.splitlines()
-        if (match := _EXCEPTION_LINE.match(line.strip())) and "root cause above" not in line
-    ]
-    return causes[-1] if causes else None
-
-
 def _start_failure(name: str, exc: ServerStartError) -> str:
     """Why a baseline did not start, in one line (logged)."""
     reason = str(exc).splitlines()[0]
-    last = root_cause(str(exc)) or [line for line in str(exc).splitlines() if line.strip()][-1]
+    cause = getattr(exc, "cause", None) or root_cause(str(exc))
+    last = cause or [line for line in str(exc).splitlines() if line.strip()][-1]
     logger.error("%s did not start, left out of the report: %s", name, last)
     return f"{reason}: {last}" if last != reason else reason
 

@@ -130,7 +130,26 @@ def _configured_plugin(model: str) -> str | None:
 
 
 class ServerStartError(RuntimeError):
-    pass
+    """A server that did not come up; ``cause`` is the root error its log names, if any."""
+
+    def __init__(self, message: str, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:\(\w+ pid=\d+\)\s*)?((?:[\w.]+\.)?\w*(?:Error|Exception): .*)$")
+
+
+def root_cause(log: str) -> str | None:
+    """The last exception line of a server log that is not vLLM's wrapper pointing at another
+    ("Engine core initialization failed. See root cause above."): the engine core's own
+    error, which the API process's last line does not say."""
+    causes = [
+        match.group(1).strip()
+        for line in log.splitlines()
+        if (match := _EXCEPTION_LINE.match(line.strip())) and "root cause above" not in line
+    ]
+    return causes[-1] if causes else None
 
 
 class SubprocessServer:
@@ -230,9 +249,11 @@ class SubprocessServer:
 
     def _fail(self, reason: str) -> None:
         tail = self.log_tail()
-        self._record("server_start_failed", reason=reason, log_tail=self.log_tail(30))
+        # the whole log: an engine core's traceback can end far above the last 80 lines
+        cause = root_cause(self.log_tail(lines=100_000))
+        self._record("server_start_failed", reason=reason, cause=cause, log_tail=self.log_tail(30))
         self.stop()
-        raise ServerStartError(f"{reason}\n--- server log (tail) ---\n{tail}")
+        raise ServerStartError(f"{reason}\n--- server log (tail) ---\n{tail}", cause=cause)
 
 
 def _kill_survivors(pids: Sequence[int], grace: float) -> None:
