@@ -335,18 +335,11 @@ def test_attention_by_rows(triton_calls, lengths, half_window) -> None:
 def test_attention_by_rows_with_bias(triton_calls, lengths) -> None:
     """T5's relative position bias through the rows kernel (distances past the table's span
     clamped to its edge, the scale after the bias)."""
-    from test_kernels_rows_attention import reference, rows_case, t5_bias_case
-    from vllm_factory.kernels import attention_by_rows
+    from test_kernels_rows_attention import biased_run
 
-    q, k, v, start, end = rows_case(lengths, None)
-    bias, index, bias_of = t5_bias_case()
-    out = attention_by_rows(
-        q, k, v, start, end, max(lengths), scale=0.7, bias=bias, bias_index=index,
-        backend="triton",
-    )  # fmt: skip
+    out, expected, _ = biased_run(lengths, None, "triton")
     assert triton_calls == ["deberta_attention_rows_triton"]
-    expected = reference(q, k, v, start, end, 0.7, bias, bias_of)
-    torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
 
 
 # fp16 only: triton 3.9's interpreter computes tl.dot on bf16 operands wrongly (garbage of

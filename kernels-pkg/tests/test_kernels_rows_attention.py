@@ -77,21 +77,27 @@ def test_fallback_matches_row_by_row_attention(lengths, half_window):
     torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)
 
 
+def biased_run(lengths: list[int], half_window: int | None, backend: str, scale: float = 0.7):
+    """``attention_by_rows`` with a T5-like bias on ``backend`` (float64), its float64
+    reference, and the reference without the bias."""
+    q, k, v, start, end = rows_case(lengths, half_window)
+    bias, index, bias_of = t5_bias_case()
+    out = attention_by_rows(
+        q, k, v, start, end, max(lengths), scale=scale, bias=bias, bias_index=index,
+        backend=backend,
+    )  # fmt: skip
+    expected = reference(q, k, v, start, end, scale, bias, bias_of)
+    return out.double(), expected, reference(q, k, v, start, end, scale)
+
+
 @pytest.mark.parametrize("half_window", [None, 4])
 @pytest.mark.parametrize("lengths", [[5, 37, 30, 1, 16], [3, 3]])
 def test_fallback_adds_a_bias_by_distance(lengths, half_window):
     """T5's relative position bias: ``bias[h, bucket(i - j)]`` on every score, distances past
     the table's span clamped to its edge, before the scale (T5 scales by 1)."""
-    q, k, v, start, end = rows_case(lengths, half_window)
-    bias, index, bias_of = t5_bias_case()
-    out = attention_by_rows(
-        q, k, v, start, end, max(lengths), scale=0.7, bias=bias, bias_index=index,
-        backend="torch",
-    )  # fmt: skip
-    expected = reference(q, k, v, start, end, 0.7, bias, bias_of)
-    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-6)
-    plain = reference(q, k, v, start, end, 0.7)
-    assert (out.double() - plain).abs().max() > 1e-2  # the bias mattered
+    out, expected, plain = biased_run(lengths, half_window, "torch")
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+    assert (out - plain).abs().max() > 1e-2  # the bias mattered
 
 
 def test_bias_needs_its_index_and_one_column_per_head():
@@ -134,3 +140,30 @@ def test_visible_ends_hide_each_sequences_trailing_run_of_one_token():
     visible = visible_ends(ids, positions, end, 7)
     assert visible.tolist() == [2, 2, 2, 2, 5, 8, 8, 8, 9, 9, 9, 12]
     assert visible.dtype == torch.int32
+
+
+def test_in_graph_attention_is_chosen_by_env_default_and_device(monkeypatch):
+    """ "1" / "0" in the variable override the encoder's default; never off CUDA or without
+    a usable Triton (its fallback reads the ranges on the host)."""
+    from vllm_factory.kernels import in_graph_attention_chosen, rows_attention
+
+    monkeypatch.setattr(rows_attention, "triton_available", lambda: True)
+    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
+    env = "VLLM_FACTORY_PROBE_IN_GRAPH"
+    monkeypatch.delenv(env, raising=False)
+    assert not in_graph_attention_chosen("cuda", env) and in_graph_attention_chosen(
+        "cuda", env, True
+    )
+    monkeypatch.setenv(env, "1")
+    assert in_graph_attention_chosen("cuda", env)
+    assert not in_graph_attention_chosen("cpu", env) and not in_graph_attention_chosen(None, env)
+    monkeypatch.setenv(env, "0")
+    assert not in_graph_attention_chosen("cuda", env, default=True)
+    monkeypatch.setenv(env, "yes")  # neither: the default
+    assert in_graph_attention_chosen("cuda", env, default=True)
+    monkeypatch.setenv(env, "1")
+    monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
+    assert not in_graph_attention_chosen("cuda", env)
+    monkeypatch.setattr(rows_attention, "triton_available", lambda: False)
+    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON")
+    assert not in_graph_attention_chosen("cuda", env)

@@ -42,6 +42,7 @@ __all__ = [
     "cpu_attention_isa",
     "custom_ops",
     "default_pooling_type",
+    "device_type",
     "exact_attention_needed",
     "fetch_media_bytes",
     "flash_attn_varlen_func",
@@ -146,6 +147,11 @@ def exact_attention_needed(dtype: torch.dtype, device_type: str) -> bool:
     vLLM's backend (``TRITON_ATTN``) multiplies in TF32 (served ModernBERT vectors moved up to
     3e-4 from PyLate's on an H100). Encoders then keep their own attention, eagerly."""
     return dtype == torch.float32 and device_type == "cuda"
+
+
+def device_type(vllm_config: Any) -> str | None:
+    """The engine's device type (``"cuda"``, ``"cpu"``, ...), None without a config."""
+    return getattr(getattr(vllm_config, "device_config", None), "device_type", None)
 
 
 def compiles_with_vllm_attention(vllm_config: Any) -> bool:

@@ -16,7 +16,13 @@ from .geglu import fused_geglu
 from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm, fused_rmsnorm
 from .lstm import bidirectional_lstm
 from .rope import build_rope_cache, fused_rope
-from .rows_attention import attention_by_rows, sequence_bounds, visible_ends, window_bounds
+from .rows_attention import (
+    attention_by_rows,
+    in_graph_attention_chosen,
+    sequence_bounds,
+    visible_ends,
+    window_bounds,
+)
 from .span_logits import span_logits
 from .version import __version__
 
@@ -34,6 +40,7 @@ __all__ = [
     "fused_layernorm",
     "fused_rmsnorm",
     "fused_rope",
+    "in_graph_attention_chosen",
     "relative_position_index",
     "relative_scores",
     "select_backend",

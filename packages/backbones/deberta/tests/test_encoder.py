@@ -250,7 +250,7 @@ def test_in_graph_attention_is_the_cuda_default_unless_turned_off(monkeypatch) -
 
     from vllm_factory.backbones.deberta import encoder
 
-    monkeypatch.setattr(encoder, "triton_available", lambda: True)
+    monkeypatch.setattr("vllm_factory.kernels.rows_attention.triton_available", lambda: True)
     cuda = types.SimpleNamespace(device_config=types.SimpleNamespace(device_type="cuda"))
     cpu = types.SimpleNamespace(device_config=types.SimpleNamespace(device_type="cpu"))
     monkeypatch.delenv(encoder.IN_GRAPH_ATTENTION_ENV, raising=False)

@@ -68,7 +68,7 @@ def test_in_graph_attention_is_opt_in_and_cuda_only(monkeypatch):
     cuda = SimpleNamespace(device_config=SimpleNamespace(device_type="cuda"))
     cpu = SimpleNamespace(device_config=SimpleNamespace(device_type="cpu"))
     monkeypatch.delenv(encoder_module.IN_GRAPH_ATTENTION_ENV, raising=False)
-    monkeypatch.setattr(encoder_module, "triton_available", lambda: True)
+    monkeypatch.setattr("vllm_factory.kernels.rows_attention.triton_available", lambda: True)
     assert not encoder_module.in_graph_attention_usable(cuda)
     monkeypatch.setenv(encoder_module.IN_GRAPH_ATTENTION_ENV, "1")
     assert encoder_module.in_graph_attention_usable(cuda)

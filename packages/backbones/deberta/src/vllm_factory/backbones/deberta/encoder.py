@@ -19,7 +19,6 @@ each is a sequence of its own and no real sequence reads them.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -38,11 +37,10 @@ from vllm_factory.kernels import (
     flash_deberta_attention,
     fused_add_layernorm,
     fused_layernorm,
+    in_graph_attention_chosen,
     relative_position_index,
     relative_scores,
     sequence_bounds,
-    triton_available,
-    triton_disabled,
 )
 
 logger = logging.getLogger(__name__)
@@ -232,10 +230,9 @@ def rows_attention_usable(vllm_config: Any) -> bool:
     with Triton usable, unless ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=0``; otherwise (and on
     CPU engines, with ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine) the attention is a
     split point that reads the layout on the host."""
-    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip() == "0":
-        return False
-    device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
-    return device == "cuda" and triton_available() and not triton_disabled()
+    return in_graph_attention_chosen(
+        compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV, default=True
+    )
 
 
 @dataclass

@@ -29,7 +29,6 @@ layer, no attention metadata, less engine CPU a step (what bounds ColBERT docume
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -60,9 +59,8 @@ from vllm_factory.kernels import (
     fused_geglu,
     fused_layernorm,
     fused_rope,
+    in_graph_attention_chosen,
     sequence_bounds,
-    triton_available,
-    triton_disabled,
     visible_ends,
     window_bounds,
 )
@@ -78,10 +76,7 @@ ROWS_OP = "vllm_factory::modernbert_attention_rows"
 def in_graph_attention_usable(vllm_config: Any) -> bool:
     """Whether ``forward`` attends in graph (:data:`ROWS_OP`): opt-in with
     ``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION=1``, on a CUDA engine with Triton usable."""
-    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip() != "1":
-        return False
-    device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
-    return device == "cuda" and triton_available() and not triton_disabled()
+    return in_graph_attention_chosen(compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV)
 
 
 def compiles(vllm_config: Any) -> bool:

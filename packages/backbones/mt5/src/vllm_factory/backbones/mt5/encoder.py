@@ -28,7 +28,6 @@ and bf16, where none of this applies.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -53,9 +52,8 @@ from vllm_factory.core import compat
 from vllm_factory.kernels import (
     attention_by_rows,
     fused_geglu,
+    in_graph_attention_chosen,
     sequence_bounds,
-    triton_available,
-    triton_disabled,
 )
 
 vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
@@ -128,10 +126,7 @@ IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION"
 def in_graph_attention_usable(vllm_config: Any) -> bool:
     """Whether ``forward`` attends in graph (:data:`ROWS_OP`): opt-in with
     ``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=1``, on a CUDA engine with Triton usable."""
-    if os.environ.get(IN_GRAPH_ATTENTION_ENV, "").strip() != "1":
-        return False
-    device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
-    return device == "cuda" and triton_available() and not triton_disabled()
+    return in_graph_attention_chosen(compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV)
 
 
 # The split point of the compiled encoder. It writes into ``out``, which the graph piece
