@@ -17,6 +17,7 @@ from .layernorm import RMSNorm, RMSOptions, fused_add_layernorm, fused_layernorm
 from .lstm import bidirectional_lstm
 from .rope import build_rope_cache, fused_rope
 from .rows_attention import (
+    ROWS_OP,
     attention_by_rows,
     in_graph_attention_chosen,
     sequence_bounds,
@@ -27,6 +28,7 @@ from .span_logits import span_logits
 from .version import __version__
 
 __all__ = [
+    "ROWS_OP",
     "RMSNorm",
     "RMSOptions",
     "__version__",

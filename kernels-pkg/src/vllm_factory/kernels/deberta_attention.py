@@ -28,7 +28,7 @@ from typing import NamedTuple
 import torch
 
 from ._dispatch import select_backend
-from .rows_attention import _check_out, _into
+from .rows_attention import _check_out, _check_rows, _into
 
 
 def relative_position_index(
@@ -313,8 +313,7 @@ def deberta_attention_by_rows(
     (a synchronisation) and runs :func:`flash_deberta_attention`'s fallback."""
     span = _check_args(q, k, v, row_start, None, None)
     span = _check_scores(q, c2p, p2c, span)
-    if row_start.shape != (q.shape[0],) or row_end.shape != (q.shape[0],):
-        raise ValueError("row_start and row_end must be [T]")
+    _check_rows(q, row_start, row_end)
     if span and (rel_index is None or rel_index.numel() < 2 * max_seqlen - 1):
         raise ValueError(
             "relative terms need rel_index from relative_position_index(>= max_seqlen)"

@@ -95,8 +95,7 @@ def attention_by_rows(
     changing past ``max_distance``, so ``span = max_distance + 1`` serves any length)."""
     if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"q, k, v must be [T, H, D] alike, got {q.shape}, {k.shape}, {v.shape}")
-    if row_start.shape != (q.shape[0],) or row_end.shape != (q.shape[0],):
-        raise ValueError("row_start and row_end must be [T]")
+    _check_rows(q, row_start, row_end)
     _check_out(q, out)
     _check_bias(q, bias, bias_index)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -111,6 +110,43 @@ def attention_by_rows(
         ))  # fmt: skip
     result = _attention_by_rows_torch(q, k, v, row_start, row_end, scale, bias, bias_index)
     return result if out is None else out.copy_(result)
+
+
+ROWS_OP = "vllm_factory::attention_by_rows"
+
+
+# One torch op for the encoders that attend in their compiled graph (ModernBERT, mT5): dynamo
+# keeps it whole (it does not trace into the Triton launch, and under compile the kernels'
+# "auto" would pick the fallback), the launch depends on the token count alone so a CUDA graph
+# holds it, and it writes into the buffer the graph allocated.
+@torch.library.custom_op(ROWS_OP, mutates_args=("out",))
+def attention_by_rows_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    row_start: torch.Tensor,
+    row_end: torch.Tensor,
+    max_seqlen: int,
+    scale: float,
+    bias: torch.Tensor | None,
+    bias_index: torch.Tensor | None,
+    out: torch.Tensor,
+) -> None:
+    """:func:`attention_by_rows` into ``out``, as ``torch.ops.vllm_factory.attention_by_rows``."""
+    attention_by_rows(
+        q, k, v, row_start, row_end, max_seqlen, scale=scale, out=out, bias=bias,
+        bias_index=bias_index,
+    )  # fmt: skip
+
+
+@attention_by_rows_op.register_fake
+def _(q, k, v, row_start, row_end, max_seqlen, scale, bias, bias_index, out):
+    return None
+
+
+def _check_rows(q: torch.Tensor, row_start: torch.Tensor, row_end: torch.Tensor) -> None:
+    if row_start.shape != (q.shape[0],) or row_end.shape != (q.shape[0],):
+        raise ValueError("row_start and row_end must be [T]")
 
 
 def _check_out(q: torch.Tensor, out: torch.Tensor | None) -> None:

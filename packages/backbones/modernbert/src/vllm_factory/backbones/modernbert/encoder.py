@@ -53,7 +53,6 @@ from vllm_factory.backbones.modernbert.attention import (
 from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
-    attention_by_rows,
     build_rope_cache,
     fused_add_layernorm,
     fused_geglu,
@@ -70,11 +69,10 @@ vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNo
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
 
 IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION"
-ROWS_OP = "vllm_factory::modernbert_attention_rows"
 
 
 def in_graph_attention_usable(vllm_config: Any) -> bool:
-    """Whether ``forward`` attends in graph (:data:`ROWS_OP`): opt-in with
+    """Whether ``forward`` attends in graph (the kernels' ``ROWS_OP``): opt-in with
     ``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION=1``, on a CUDA engine with Triton usable."""
     return in_graph_attention_chosen(compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV)
 
@@ -85,28 +83,6 @@ def compiles(vllm_config: Any) -> bool:
     return compat.compiles_with_vllm_attention(vllm_config) or (
         compat.compiles_in_engine(vllm_config) and in_graph_attention_usable(vllm_config)
     )
-
-
-# In the compiled graph (no split point): each row's key range comes from the device, so the
-# launch depends on the token count alone and the step's CUDA graph holds it.
-@torch.library.custom_op(ROWS_OP, mutates_args=("out",))
-def rows_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    row_start: torch.Tensor,
-    row_end: torch.Tensor,
-    scale: float,
-    max_seqlen: int,
-    out: torch.Tensor,
-) -> None:
-    """``attention_by_rows`` of packed ``[T, H, D]`` q/k/v into ``out``."""
-    attention_by_rows(q, k, v, row_start, row_end, max_seqlen, scale=scale, out=out)
-
-
-@rows_attention.register_fake
-def _(q, k, v, row_start, row_end, scale, max_seqlen, out):
-    return None
 
 
 @dataclass
@@ -261,8 +237,8 @@ class Attention(nn.Module):
         elif isinstance(layout, RowBounds):
             start, end = layout.bounds[self.layer_type]
             rows = torch.empty_like(q)
-            torch.ops.vllm_factory.modernbert_attention_rows(
-                q, k, v, start, end, self.scale, layout.max_seqlen, rows
+            torch.ops.vllm_factory.attention_by_rows(
+                q, k, v, start, end, layout.max_seqlen, self.scale, None, None, rows
             )
             out = rows.flatten(1)
         else:

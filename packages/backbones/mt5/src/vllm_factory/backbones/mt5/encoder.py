@@ -15,11 +15,10 @@ the bias) and writes into an output buffer the graph allocated. Padding that vLL
 CUDA graph has position 0: each padding token is a sequence of its own.
 
 Opt-in on CUDA (``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=1`` in the server's environment, Triton
-usable): the attention stays inside the compiled graph instead (``vllm_factory::
-t5_attention_rows``, ``vllm-factory-kernels``' ``attention_by_rows`` with the bias by relative
-distance). Each row's key range comes from the positions on the device and the bias from the
-table by distance, so nothing is read on the host: no split point, no per-step grouping, one
-CUDA graph a step size.
+usable): the attention stays inside the compiled graph instead (``vllm-factory-kernels``'
+``attention_by_rows`` op with the bias by relative distance). Each row's key range comes from
+the positions on the device and the bias from the table by distance, so nothing is read on
+the host: no split point, no per-step grouping, one CUDA graph a step size.
 
 fp16: T5 activations are known to overflow fp16 (mT5 especially); Hugging Face clamps the
 residual stream to the fp16 range after each sublayer, and so do we in fp16. We serve fp32
@@ -50,7 +49,6 @@ from vllm_factory.backbones.mt5.attention import SequenceGroups
 from vllm_factory.backbones.mt5.position_bias import position_bias, relative_position_bucket
 from vllm_factory.core import compat
 from vllm_factory.kernels import (
-    attention_by_rows,
     fused_geglu,
     in_graph_attention_chosen,
     sequence_bounds,
@@ -119,12 +117,11 @@ class RMSNorm(nn.Module):
 
 
 ATTENTION_OP = "vllm_factory::t5_attention"
-ROWS_OP = "vllm_factory::t5_attention_rows"
 IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION"
 
 
 def in_graph_attention_usable(vllm_config: Any) -> bool:
-    """Whether ``forward`` attends in graph (:data:`ROWS_OP`): opt-in with
+    """Whether ``forward`` attends in graph (the kernels' ``ROWS_OP``): opt-in with
     ``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=1``, on a CUDA engine with Triton usable."""
     return in_graph_attention_chosen(compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV)
 
@@ -166,32 +163,6 @@ def _(q, k, v, positions, table, num_buckets, max_distance, first_head, min_fill
     return None
 
 
-# In the compiled graph (no split point): the launch depends on the token count alone.
-@torch.library.custom_op(ROWS_OP, mutates_args=("out",))
-def t5_attention_rows(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    row_start: torch.Tensor,
-    row_end: torch.Tensor,
-    bias: torch.Tensor,
-    bias_index: torch.Tensor,
-    max_seqlen: int,
-    out: torch.Tensor,
-) -> None:
-    """Unscaled attention of packed ``[T, H, D]`` q/k/v over each row's ``[row_start,
-    row_end)``, plus ``bias[h, bias_index[i - j + span - 1]]``, into ``out``."""
-    attention_by_rows(
-        q, k, v, row_start, row_end, max_seqlen, scale=1.0, out=out, bias=bias,
-        bias_index=bias_index,
-    )  # fmt: skip
-
-
-@t5_attention_rows.register_fake
-def _(q, k, v, row_start, row_end, bias, bias_index, max_seqlen, out):
-    return None
-
-
 @dataclass
 class RowsBias:
     """What the in-graph attention needs, made once per forward: each row's key range and the
@@ -224,8 +195,8 @@ class Attention(nn.Module):
         q, k, v = qkv.view(-1, 3, heads, self.head_dim).unbind(1)
         out = q.new_empty(q.shape)
         if isinstance(bias, RowsBias):
-            torch.ops.vllm_factory.t5_attention_rows(
-                q, k, v, bias.start, bias.end, bias.table, bias.index, bias.max_seqlen, out
+            torch.ops.vllm_factory.attention_by_rows(  # unscaled, as T5
+                q, k, v, bias.start, bias.end, bias.max_seqlen, 1.0, bias.table, bias.index, out
             )
         else:
             torch.ops.vllm_factory.t5_attention(q, k, v, positions, *bias, out)
