@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from vllm_factory.testing.server import SubprocessServer, free_port
+from vllm_factory.testing import server as server_module
+from vllm_factory.testing.server import SubprocessServer, free_port, reserve_port
 from vllm_factory.testing.usage import is_running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads the Linux process table")
@@ -23,7 +25,7 @@ class FileServer(SubprocessServer):
 
     def __init__(self, folder: Path, pid_file: Path) -> None:
         super().__init__()
-        port = free_port()
+        port = self.lease_port()
         self.url = f"http://127.0.0.1:{port}"
         self.label = self.model = "files"
         script = (
@@ -43,6 +45,7 @@ def test_stop_leaves_no_process_the_server_started(tmp_path: Path) -> None:
         helper = int(pid_file.read_text())
         assert is_running(helper)
     assert not server.is_alive()
+    assert server._port_lease is None  # stop() gave the port back
     deadline = time.monotonic() + 5
     while is_running(helper) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -75,3 +78,37 @@ def test_a_failed_start_names_the_root_cause_from_the_whole_log() -> None:
         pass
     assert failure.value.cause == "AssertionError: graph piece 3 expects 4 inputs"
     assert "graph piece 3" not in str(failure.value)  # beyond the tail the message carries
+
+
+def flock_from_another_process(port: int) -> int:
+    """Exit status of a process that tries to take ``port``'s lease lock (0: it could)."""
+    script = (
+        "import fcntl, sys; handle = open(sys.argv[1], 'a'); "
+        "fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)"
+    )
+    lock = server_module.PORT_LOCK_DIR / f"{port}.lock"
+    command = [sys.executable, "-c", script, str(lock)]
+    return subprocess.run(command, check=False, capture_output=True).returncode
+
+
+def test_a_leased_port_is_passed_over_until_released(monkeypatch) -> None:
+    """What happened on an H200: the OS offered two starting servers the same free port. A
+    lease makes the second reservation pass it over, in this process and in any other."""
+    held = reserve_port()
+    assert flock_from_another_process(held.port) != 0
+    offers = []
+
+    def offered() -> int:  # the held port first, as the OS did, then what the OS offers
+        offers.append(held.port if not offers else free_port())
+        return offers[-1]
+
+    monkeypatch.setattr(server_module, "free_port", offered)
+    other = reserve_port()
+    assert len(offers) == 2 and other.port == offers[1] != held.port
+    held.release()
+    other.release()
+    assert flock_from_another_process(held.port) == 0
+    offers.clear()
+    again = reserve_port()
+    assert again.port == held.port  # released, it is handed out again
+    again.release()

@@ -106,9 +106,52 @@ def worker_in_engine_default() -> bool:
 
 
 def free_port() -> int:
+    """A port the OS offers as free now (another process may be offered it too: servers that
+    start side by side take a :func:`reserve_port` instead)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class PortLease:
+    """A local port that no other :func:`reserve_port` on this machine hands out while the
+    lease is held: an exclusive ``flock`` on a file named after the port (the kernel drops it
+    when the holder exits, so a crashed holder leaves no stale lease)."""
+
+    def __init__(self, port: int, handle: Any) -> None:
+        self.port = port
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing the file drops its lock
+            self._handle = None
+
+    def __del__(self) -> None:
+        self.release()
+
+
+PORT_LOCK_DIR = Path(tempfile.gettempdir()) / "vllm-factory-ports"
+
+
+def reserve_port(attempts: int = 200) -> PortLease:
+    """A free local port, leased to the caller. The OS may offer two processes the same free
+    port (on an H200 two GPU-check servers started within a second both got one, and as vLLM
+    binds with ``SO_REUSEPORT`` both served on it, each answering some of the other's
+    requests); a lease makes every other ``reserve_port`` pass that port over."""
+    import fcntl
+
+    PORT_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    for _ in range(attempts):
+        port = free_port()
+        handle = open(PORT_LOCK_DIR / f"{port}.lock", "a")  # noqa: SIM115 - held by the lease
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        return PortLease(port, handle)
+    raise RuntimeError(f"no free local port without a lease after {attempts} tries")
 
 
 def entry_point(python: str, model: str, args: Sequence[str]) -> list[str]:
@@ -176,6 +219,14 @@ class SubprocessServer:
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
         self._log_file = None
+        self._port_lease: PortLease | None = None
+
+    def lease_port(self, port: int | None = None) -> int:
+        """``port``, or a port leased (:func:`reserve_port`) until :meth:`stop`."""
+        if port:
+            return port
+        self._port_lease = reserve_port()
+        return self._port_lease.port
 
     def healthy(self) -> bool:
         return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
@@ -228,6 +279,9 @@ class SubprocessServer:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+        if self._port_lease is not None:
+            self._port_lease.release()
+            self._port_lease = None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -299,7 +353,7 @@ class VllmServer(SubprocessServer):
         self.dtype = dtype or session_dtype()
         self.enforce_eager = session_eager() if enforce_eager is None else enforce_eager
         self.label = io_processor_plugin or _configured_plugin(self.model) or Path(self.model).name
-        self.port = port or free_port()
+        self.port = self.lease_port(port)
         self.url = f"http://127.0.0.1:{self.port}"
         self.startup_timeout = startup_timeout
         more = [*extra_args, *shlex.split(os.environ.get(ARGS_ENV, ""))]

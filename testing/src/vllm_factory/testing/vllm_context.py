@@ -8,16 +8,10 @@ A package's ``tests/conftest.py``::
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from vllm_factory.testing.server import free_port
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +26,7 @@ def vllm_context() -> Iterator[None]:
         if not torch.distributed.is_initialized():
             init_distributed_environment(
                 world_size=1, rank=0, local_rank=0,
-                distributed_init_method=f"tcp://127.0.0.1:{_free_port()}", backend="gloo",
+                distributed_init_method=f"tcp://127.0.0.1:{free_port()}", backend="gloo",
             )  # fmt: skip
         ensure_model_parallel_initialized(1, 1)
         yield

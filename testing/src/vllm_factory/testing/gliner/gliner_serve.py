@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 from vllm_factory.testing.gliner.references import REQUIREMENTS
 from vllm_factory.testing.refenv import ReferenceEnv
-from vllm_factory.testing.server import DEFAULT_ENV, SubprocessServer, free_port
+from vllm_factory.testing.server import DEFAULT_ENV, SubprocessServer
 
 KIT = Path(__file__).resolve().parent
 SERVE_REQUIREMENTS = KIT / "requirements-gliner-serve.txt"
@@ -86,7 +86,7 @@ class GlinerServe(SubprocessServer):
         super().__init__()
         self.model = str(checkpoint)
         self.label = "gliner.serve (Ray Serve)"
-        self.port = port or free_port()
+        self.port = self.lease_port(port)
         self.url = f"http://127.0.0.1:{self.port}"
         self.startup_timeout = startup_timeout
         self.args = [
