@@ -1,4 +1,4 @@
-"""The opt-in in-graph attention (``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION=1``) on CPU:
+"""The in-graph attention (CUDA's default, ``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION``) on CPU:
 the same encoder code path as on a GPU (key ranges from the positions, per layer type, through
 the registered op), with ``attention_by_rows``' PyTorch fallback in place of its Triton kernel
 (which the kernels' interpreter suite runs), against transformers' ``ModernBertModel``."""
@@ -62,17 +62,19 @@ def test_row_bounds_follow_each_layer_type(vllm_context, monkeypatch):
     assert end.tolist() == [5, 6, 7, 7, 7, 7, 7, 9, 9]
 
 
-def test_in_graph_attention_is_opt_in_and_cuda_only(monkeypatch):
+def test_in_graph_attention_is_the_cuda_default_and_can_be_turned_off(monkeypatch):
     from types import SimpleNamespace
 
     cuda = SimpleNamespace(device_config=SimpleNamespace(device_type="cuda"))
     cpu = SimpleNamespace(device_config=SimpleNamespace(device_type="cpu"))
     monkeypatch.delenv(encoder_module.IN_GRAPH_ATTENTION_ENV, raising=False)
+    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
     monkeypatch.setattr("vllm_factory.kernels.rows_attention.triton_available", lambda: True)
-    assert not encoder_module.in_graph_attention_usable(cuda)
-    monkeypatch.setenv(encoder_module.IN_GRAPH_ATTENTION_ENV, "1")
     assert encoder_module.in_graph_attention_usable(cuda)
     assert not encoder_module.in_graph_attention_usable(cpu)
+    monkeypatch.setenv(encoder_module.IN_GRAPH_ATTENTION_ENV, "0")
+    assert not encoder_module.in_graph_attention_usable(cuda)
+    monkeypatch.setenv(encoder_module.IN_GRAPH_ATTENTION_ENV, "1")
     monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
     assert not encoder_module.in_graph_attention_usable(cuda)
 
@@ -113,13 +115,13 @@ def test_an_encoder_off_the_in_graph_path_does_not_hide_keys(vllm_context, monke
 
 def test_attention_choice_keys_vllms_compile_cache(vllm_context, monkeypatch):
     """vLLM finds its compiled graph by ``VllmConfig.compute_hash()``, which does not see our
-    environment: with and without the opt-in the keys must differ (on an H200 a server
-    started with the opt-in after one without loaded that one's graph and failed to start)."""
+    environment: with the in-graph attention and without it the keys must differ (on an H200
+    a server started with it after one without loaded that one's graph and failed to start)."""
     config = transformers.ModernBertConfig(
         vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
         num_attention_heads=2, max_position_embeddings=128,
     )  # fmt: skip
-    # Without the opt-in: the exact eager path (fp32 on CUDA), which builds no vLLM attention
+    # Without the in-graph attention: the exact eager path (fp32 on CUDA), which builds no vLLM attention
     # layer outside an engine; vLLM's attention is keyed the same way ("vllm").
     monkeypatch.setattr(encoder_module.compat, "exact_attention_needed", lambda *args: True)
     keys = {}

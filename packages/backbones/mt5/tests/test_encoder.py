@@ -159,8 +159,8 @@ def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, tmp_path, 
 
 @pytest.fixture
 def in_graph(monkeypatch):
-    """The opt-in in-graph attention (``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=1``, CUDA only)
-    taken on CPU: the same encoder code path, with ``attention_by_rows``' PyTorch fallback in
+    """The in-graph attention (CUDA's default, ``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION``) taken
+    on CPU: the same encoder code path, with ``attention_by_rows``' PyTorch fallback in
     place of its Triton kernel (which the kernels' interpreter and CUDA suites run)."""
     from vllm.config import CompilationConfig, CompilationMode, VllmConfig
     from vllm_factory.backbones.mt5 import encoder as encoder_module
@@ -187,7 +187,7 @@ def test_in_graph_attention_matches_hugging_face(vllm_context, tmp_path, in_grap
 
 
 def test_in_graph_attention_keeps_the_graph_whole(vllm_context, tmp_path, monkeypatch):
-    """Opted in, the attention is no split point, and the choice keys vLLM's compile cache
+    """In graph, the attention is no split point, and the choice keys vLLM's compile cache
     (a server with the other choice must not load this one's cached graph)."""
     from vllm.config import CompilationConfig, CompilationMode, VllmConfig
     from vllm_factory.backbones.mt5 import encoder as encoder_module
@@ -212,7 +212,7 @@ def test_in_graph_attention_keeps_the_graph_whole(vllm_context, tmp_path, monkey
 
 
 def test_in_graph_forward_traces_as_one_graph(vllm_context, tmp_path, in_graph):
-    """What the opt-in is for: dynamo traces the whole forward (row bounds, bias table, every
+    """What the in-graph attention is for: dynamo traces the whole forward (row bounds, bias table, every
     layer's attention op) without a graph break, with dynamic token counts, as vLLM compiles
     it; the traced function gives the eager outputs."""
     config, _, state = tiny_checkpoint(tmp_path, True, 32)
@@ -227,3 +227,17 @@ def test_in_graph_forward_traces_as_one_graph(vllm_context, tmp_path, in_graph):
         torch.testing.assert_close(traced(ids, positions), encoder(ids, positions))
         short = traced(ids[:30], positions[:30])  # another token count, same graph
     assert short.shape == (30, config.d_model)
+
+
+def test_in_graph_attention_is_the_cuda_default_and_can_be_turned_off(monkeypatch):
+    from vllm_factory.backbones.mt5 import encoder as encoder_module
+
+    cuda = SimpleNamespace(device_config=SimpleNamespace(device_type="cuda"))
+    cpu = SimpleNamespace(device_config=SimpleNamespace(device_type="cpu"))
+    monkeypatch.delenv(encoder_module.IN_GRAPH_ATTENTION_ENV, raising=False)
+    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
+    monkeypatch.setattr("vllm_factory.kernels.rows_attention.triton_available", lambda: True)
+    assert encoder_module.in_graph_attention_usable(cuda)
+    assert not encoder_module.in_graph_attention_usable(cpu)
+    monkeypatch.setenv(encoder_module.IN_GRAPH_ATTENTION_ENV, "0")
+    assert not encoder_module.in_graph_attention_usable(cuda)
