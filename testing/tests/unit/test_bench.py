@@ -646,7 +646,10 @@ def test_variants_are_the_plugin_again_with_their_own_environment_and_args() -> 
     variant = bench.parse_variant('{"name": "spans", "env": {"K": "1"}, "args": ["--b=2"]}')
     (spec,) = bench.with_variants([native, plugin], [variant])
     assert (spec.name, spec.label) == ("plugin-spans", "plugin x_io (spans)")
-    assert spec.env == {"KEEP": "1", "K": "1"} and list(spec.extra_args) == ["--a", "--b=2"]
+    assert spec.env == {"KEEP": "1", "K": "1"} and list(spec.extra_args) == ["--a"]
+    # the variant's flags come after the run's --server-arg ones, so a flag in both is the
+    # variant's (session 22's DP 2 variant asked for 16 API processes and got --server-arg's 8)
+    assert spec.vllm_args(["--b=1", "--c"]) == ["--a", "--b=1", "--c", "--b=2"]
     assert spec.io_processor_plugin == "x_io" and plugin.env == {"KEEP": "1"}
     with pytest.raises(ValueError, match="no 'plugin' server"):
         bench.with_variants([native], [variant])
@@ -655,7 +658,7 @@ def test_variants_are_the_plugin_again_with_their_own_environment_and_args() -> 
     both = bench.parse_variant('{"name": "async", "of": "native", "args": ["--async-scheduling"]}')
     (spec,) = bench.with_variants([native, plugin], [both])
     assert (spec.name, spec.label) == ("native-async", "vLLM native X (async)")
-    assert spec.io_processor_plugin is None and list(spec.extra_args) == ["--async-scheduling"]
+    assert spec.io_processor_plugin is None and spec.vllm_args([]) == ["--async-scheduling"]
     with pytest.raises(ValueError, match="no 'native' server"):
         bench.with_variants([plugin], [both])
     _, config = bench.parse_args(["--variant", '{"name": "two.streams"}', "--interleave"])

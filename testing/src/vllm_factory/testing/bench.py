@@ -145,6 +145,14 @@ class ServerSpec:
     """Where requests go (``make_body``'s bodies, POSTed)."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment of this server on top of ``--server-env`` (a ``--variant``'s)."""
+    variant_args: Sequence[str] = ()
+    """A ``--variant``'s server arguments: after ``--server-arg``'s, so that a flag given in
+    both (``--api-server-count``, ``--compilation-config``) is the variant's."""
+
+    def vllm_args(self, server_args: Sequence[str]) -> list[str]:
+        """This server's flags with the run's ``--server-arg`` ones (vLLM keeps the last of a
+        repeated flag)."""
+        return [*self.extra_args, *server_args, *self.variant_args]
 
 
 class PluginSpec:
@@ -738,7 +746,7 @@ class ServerRun:
                 checkpoint,
                 io_processor_plugin=spec.io_processor_plugin,
                 hf_overrides=spec.hf_overrides,
-                extra_args=[*spec.extra_args, *config.server_args, *profiling],
+                extra_args=[*spec.vllm_args(config.server_args), *profiling],
                 dtype=config.dtype,
                 max_model_len=max_model_len,
                 enforce_eager=config.enforce_eager,
@@ -945,7 +953,7 @@ def with_variants(
                 name=f"{of}-{v['name']}",
                 label=f"{base.label} ({v['name']})",
                 env={**base.env, **v.get("env", {})},
-                extra_args=[*base.extra_args, *v.get("args", [])],
+                variant_args=[*base.variant_args, *v.get("args", [])],
             )
         )
     return out
