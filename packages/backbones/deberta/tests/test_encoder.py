@@ -246,22 +246,13 @@ def test_in_graph_attention_matches_the_split_point_op(vllm_context, name: str) 
 
 
 def test_in_graph_attention_is_the_cuda_default_unless_turned_off(monkeypatch) -> None:
-    import types
-
     from vllm_factory.backbones.deberta import encoder
+    from vllm_factory.testing.vllm_context import IN_GRAPH_BY_DEFAULT, in_graph_choices
 
-    monkeypatch.setattr("vllm_factory.kernels.rows_attention.triton_available", lambda: True)
-    cuda = types.SimpleNamespace(device_config=types.SimpleNamespace(device_type="cuda"))
-    cpu = types.SimpleNamespace(device_config=types.SimpleNamespace(device_type="cpu"))
-    monkeypatch.delenv(encoder.IN_GRAPH_ATTENTION_ENV, raising=False)
-    assert encoder.rows_attention_usable(cuda)
-    monkeypatch.setenv(encoder.IN_GRAPH_ATTENTION_ENV, "0")
-    assert not encoder.rows_attention_usable(cuda)
-    monkeypatch.setenv(encoder.IN_GRAPH_ATTENTION_ENV, "1")
-    assert encoder.rows_attention_usable(cuda)
-    assert not encoder.rows_attention_usable(cpu) and not encoder.rows_attention_usable(None)
-    monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
-    assert not encoder.rows_attention_usable(cuda)
+    choices = in_graph_choices(
+        encoder.rows_attention_usable, encoder.IN_GRAPH_ATTENTION_ENV, monkeypatch
+    )
+    assert choices == IN_GRAPH_BY_DEFAULT
 
 
 def test_attention_choice_keys_vllms_compile_cache(vllm_context, monkeypatch) -> None:

@@ -231,13 +231,9 @@ def test_in_graph_forward_traces_as_one_graph(vllm_context, tmp_path, in_graph):
 
 def test_in_graph_attention_is_the_cuda_default_and_can_be_turned_off(monkeypatch):
     from vllm_factory.backbones.mt5 import encoder as encoder_module
+    from vllm_factory.testing.vllm_context import IN_GRAPH_BY_DEFAULT, in_graph_choices
 
-    cuda = SimpleNamespace(device_config=SimpleNamespace(device_type="cuda"))
-    cpu = SimpleNamespace(device_config=SimpleNamespace(device_type="cpu"))
-    monkeypatch.delenv(encoder_module.IN_GRAPH_ATTENTION_ENV, raising=False)
-    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
-    monkeypatch.setattr("vllm_factory.kernels.rows_attention.triton_available", lambda: True)
-    assert encoder_module.in_graph_attention_usable(cuda)
-    assert not encoder_module.in_graph_attention_usable(cpu)
-    monkeypatch.setenv(encoder_module.IN_GRAPH_ATTENTION_ENV, "0")
-    assert not encoder_module.in_graph_attention_usable(cuda)
+    choices = in_graph_choices(
+        encoder_module.in_graph_attention_usable, encoder_module.IN_GRAPH_ATTENTION_ENV, monkeypatch
+    )
+    assert choices == IN_GRAPH_BY_DEFAULT

@@ -8,7 +8,8 @@ A package's ``tests/conftest.py``::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from vllm_factory.testing.server import free_port
@@ -38,3 +39,34 @@ def finish_loading(model) -> None:
         method = getattr(module, "quant_method", None)
         if method is not None and hasattr(method, "process_weights_after_loading"):
             method.process_weights_after_loading(module)
+
+
+IN_GRAPH_BY_DEFAULT = {
+    "cuda": True, "cpu": False, "no engine": False, "cuda, off": False, "cuda, on": True,
+    "cuda, Triton disabled": False,
+}  # fmt: skip
+""":func:`in_graph_choices` of an encoder that attends in graph on CUDA unless turned off."""
+
+
+def in_graph_choices(usable: Callable[[Any], bool], env: str, monkeypatch) -> dict[str, bool]:
+    """What an encoder's in-graph attention choice (``usable(vllm_config)``) answers, Triton
+    taken as available: on a CUDA engine, a CPU engine and outside an engine with ``env``
+    unset; on CUDA with ``env`` 0, then 1; on CUDA with ``env=1`` and
+    ``VLLM_FACTORY_DISABLE_TRITON=1``."""
+    from types import SimpleNamespace
+
+    def engine(device_type: str) -> Any:
+        return SimpleNamespace(device_config=SimpleNamespace(device_type=device_type))
+
+    monkeypatch.delenv(env, raising=False)
+    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
+    monkeypatch.setattr("vllm_factory.kernels.rows_attention.triton_available", lambda: True)
+    choices = {
+        "cuda": usable(engine("cuda")), "cpu": usable(engine("cpu")), "no engine": usable(None),
+    }  # fmt: skip
+    for value, name in (("0", "cuda, off"), ("1", "cuda, on")):
+        monkeypatch.setenv(env, value)
+        choices[name] = usable(engine("cuda"))
+    monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
+    choices["cuda, Triton disabled"] = usable(engine("cuda"))
+    return choices
