@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .deberta_attention import AttentionInputs
 
 LOG2E = 1.4426950408889634
+NUM_STAGES = 2  # software pipelining of both kernels' key loops (benchmarks sweep it)
 
 
 @triton.jit
@@ -238,7 +239,7 @@ def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor) -> torch.Ten
     grid = (triton.cdiv(max_seqlen, block_m), batch, heads)
     _deberta_attention_kernel[grid](
         *tensors, idx, cu, *strides, idx_offset, sm_scale * LOG2E, head_dim, **flags,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=2,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=NUM_STAGES,
     )  # fmt: skip
     return out
 
@@ -358,6 +359,6 @@ def deberta_attention_rows_triton(
     _deberta_attention_rows_kernel[grid](
         *tensors, idx, row_start, row_end, total, *strides, idx_offset, idx_offset,
         sm_scale * LOG2E, head_dim, **flags,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=2,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=NUM_STAGES,
     )  # fmt: skip
     return out
