@@ -11,17 +11,21 @@ layers) and ``t5`` (T5's bias by bucketed distance, 32 buckets, max_distance 128
 SDPA gets ``[B, H, L, D]`` tensors made beforehand: no mask for ``plain`` (its flash kernel, the
 bar for attention without a bias), a boolean band mask, and T5's bias as a float mask (what
 mT5's split point runs). Before timing, every form and tile is compared with SDPA in fp32 on
-the same inputs. Exits 0 with a message when no CUDA device or no triton is present.
+the same inputs. The kernel's PyTorch fallback through ``torch.compile`` is timed too (the bar a
+kernel on a model path has to beat). Exits 0 with a message when no CUDA device or no triton
+is present.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import pathlib
 import platform
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -70,6 +74,86 @@ def sdpa_inputs(
     return [qs, ks, vs], {"attn_mask": mask, "scale": 1.0}
 
 
+def measure(
+    form: str,
+    batch: int,
+    length: int,
+    *,
+    device: str = "cuda",
+    dtype: torch.dtype = torch.bfloat16,
+    timing: tuple[int, int, int] = (5, 20, 5),
+    sweep: bool = False,
+    timer: Callable[..., float] = time_ms,
+) -> dict[str, Any]:
+    """One form at ``batch`` x ``length`` tokens: the kernel's error against SDPA in fp32, its
+    time, SDPA's and the compiled fallback's, and (``sweep``) each SWEEP tile's error and time."""
+    from vllm_factory.kernels import _triton_deberta_attention as kernel_module
+    from vllm_factory.kernels import attention_by_rows, sequence_bounds, window_bounds
+
+    default_blocks, default_stages = kernel_module._block_sizes, kernel_module.NUM_STAGES
+    torch.manual_seed(0)
+    dt = dtype
+    tokens = batch * length
+    bias = 0.5 * torch.randn(HEADS, BUCKETS, device=device, dtype=dt)
+    index = t5_index(device)
+    q, k, v = (torch.randn(tokens, HEADS, HEAD_DIM, device=device, dtype=dt) for _ in range(3))
+    start, end = sequence_bounds(torch.arange(tokens, device=device) % length)
+    if form == "band":
+        start, end = window_bounds(start, end, HALF_WINDOW)
+    extra = {"bias": bias, "bias_index": index, "scale": 1.0} if form == "t5" else {}
+    out = torch.empty_like(q)
+
+    def by_backend(backend: str) -> torch.Tensor:
+        return attention_by_rows(q, k, v, start, end, length, out=out, backend=backend, **extra)
+
+    rows_call = functools.partial(by_backend, "triton")
+    tensors, kwargs = sdpa_inputs(form, q, k, v, batch, length, bias, index)
+    exact = {n: a.float() if torch.is_tensor(a) and a.is_floating_point() else a
+             for n, a in kwargs.items()}  # fmt: skip
+    with torch.inference_mode():
+        expected = F.scaled_dot_product_attention(*(t.float() for t in tensors), **exact)
+        expected = expected.transpose(1, 2).reshape(tokens, HEADS, HEAD_DIM)
+
+        def error() -> float:
+            return (rows_call().float() - expected).abs().max().item()
+
+        row: dict[str, Any] = {
+            "form": form, "batch": batch, "length": length, "tokens": tokens, "heads": HEADS,
+            "head_dim": HEAD_DIM, "dtype": str(dt).removeprefix("torch."),
+            "rows_vs_fp32_max_abs": error(),
+            "rows_ms": timer(rows_call, *timing),
+            "sdpa_ms": timer(lambda: F.scaled_dot_product_attention(*tensors, **kwargs), *timing),
+            "default_tiles": list(default_blocks(HEAD_DIM, length)),
+            "default_stages": default_stages, "tile_sweep": {},
+        }  # fmt: skip
+        row["rows_vs_sdpa"] = row["rows_ms"] / row["sdpa_ms"]
+        # The fallback through torch.compile: the bar the kernel has to beat to stay on the
+        # model path (it reads the ranges on the host, so the graph breaks there).
+        torch._dynamo.reset()
+        try:
+            compiled = torch.compile(functools.partial(by_backend, "torch"), dynamic=False)
+            row["compiled_fallback_ms"] = timer(compiled, *timing)
+        except Exception as exc:  # noqa: BLE001  (a fallback that fails to compile is data)
+            row["compiled_fallback_ms"] = repr(exc)[:200]
+        for m, n, warps, stages in SWEEP if sweep else ():
+            key = str((m, n, warps, stages))
+            tiles = (m, n, default_blocks(HEAD_DIM, length)[2], warps)
+            kernel_module._block_sizes = lambda *_, c=tiles: c
+            kernel_module.NUM_STAGES = stages
+            try:
+                row["tile_sweep"][key] = {"max_abs": error(), "ms": timer(rows_call, *timing)}
+            except Exception as exc:  # noqa: BLE001  (a tile that fails to compile is data)
+                row["tile_sweep"][key] = repr(exc)[:200]
+            finally:
+                kernel_module._block_sizes = default_blocks
+                kernel_module.NUM_STAGES = default_stages
+    errors = [row["rows_vs_fp32_max_abs"]] + [
+        t["max_abs"] for t in row["tile_sweep"].values() if isinstance(t, dict)
+    ]
+    row["ok"] = max(errors) < 6.25e-2
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="JSON file to write")
@@ -84,86 +168,23 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_rows_attention: no CUDA device available; nothing to benchmark.")
         return 0
-    from vllm_factory.kernels import (
-        __version__,
-        attention_by_rows,
-        sequence_bounds,
-        triton_available,
-        window_bounds,
-    )
+    from vllm_factory.kernels import __version__, triton_available
 
     if not triton_available():
         print("bench_rows_attention: triton is not importable; nothing to compare.")
         return 0
-    from vllm_factory.kernels import _triton_deberta_attention as kernel_module
-
-    default_blocks, default_stages = kernel_module._block_sizes, kernel_module.NUM_STAGES
     timing = (args.warmup, args.iters, args.repeats)
-    torch.manual_seed(0)
-    dev, dt = "cuda", torch.bfloat16
-    bias = 0.5 * torch.randn(HEADS, BUCKETS, device=dev, dtype=dt)
-    index = t5_index(dev)
-    rows: list[dict[str, Any]] = []
-    ok = True
+    rows = []
     for batch, form in itertools.product(args.batch, FORMS):
-        tokens = batch * args.length
-        q, k, v = (torch.randn(tokens, HEADS, HEAD_DIM, device=dev, dtype=dt) for _ in range(3))
-        start, end = sequence_bounds(torch.arange(tokens, device=dev) % args.length)
-        if form == "band":
-            start, end = window_bounds(start, end, HALF_WINDOW)
-        extra = {"bias": bias, "bias_index": index, "scale": 1.0} if form == "t5" else {}
-        out = torch.empty_like(q)
-
-        def rows_call(q=q, k=k, v=v, s=start, e=end, extra=extra, out=out):
-            return attention_by_rows(q, k, v, s, e, args.length, out=out, backend="triton", **extra)
-
-        tensors, kwargs = sdpa_inputs(form, q, k, v, batch, args.length, bias, index)
-        with torch.inference_mode():
-            expected = F.scaled_dot_product_attention(
-                *(t.float() for t in tensors),
-                **{n: (a.float() if a.is_floating_point() else a) for n, a in kwargs.items()
-                   if isinstance(a, torch.Tensor)},
-                **{n: a for n, a in kwargs.items() if not isinstance(a, torch.Tensor)},
-            ).transpose(1, 2).reshape(tokens, HEADS, HEAD_DIM)  # fmt: skip
-
-            def diff(call=rows_call, expected=expected) -> float:
-                return (call().float() - expected).abs().max().item()
-
-            error = diff()
-            t_rows = time_ms(rows_call, *timing)
-            t_sdpa = time_ms(
-                lambda t=tensors, a=kwargs: F.scaled_dot_product_attention(*t, **a), *timing
-            )
-            sweep: dict[str, Any] = {}
-            for m, n, warps, stages in SWEEP if args.sweep else ():
-                d = default_blocks(HEAD_DIM, args.length)[2]
-                kernel_module._block_sizes = lambda *_, c=(m, n, d, warps): c
-                kernel_module.NUM_STAGES = stages
-                try:
-                    tile_error = diff()
-                    sweep[str((m, n, warps, stages))] = {
-                        "ms": time_ms(rows_call, *timing), "max_abs": tile_error,
-                    }  # fmt: skip
-                    ok &= tile_error < 6.25e-2
-                except Exception as exc:  # noqa: BLE001  (a tile that fails to compile is data)
-                    sweep[str((m, n, warps, stages))] = repr(exc)[:200]
-                finally:
-                    kernel_module._block_sizes = default_blocks
-                    kernel_module.NUM_STAGES = default_stages
-        ok &= error < 6.25e-2
-        row = {
-            "form": form, "batch": batch, "length": args.length, "tokens": tokens,
-            "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "bfloat16",
-            "rows_ms": t_rows, "sdpa_ms": t_sdpa, "rows_vs_sdpa": t_rows / t_sdpa,
-            "rows_vs_fp32_max_abs": error, "default_tiles": list(default_blocks(HEAD_DIM, args.length)),
-            "default_stages": default_stages, "tile_sweep": sweep,
-        }  # fmt: skip
+        row = measure(form, batch, args.length, timing=timing, sweep=args.sweep)
         rows.append(row)
-        best = min((v["ms"], c) for c, v in sweep.items() if isinstance(v, dict)) if sweep else None
+        tiles = [(t["ms"], c) for c, t in row["tile_sweep"].items() if isinstance(t, dict)]
         print(
-            f"{form:<6} B={batch:<3} rows {t_rows:7.3f} ms  sdpa {t_sdpa:7.3f} ms  "
-            f"x{t_rows / t_sdpa:5.2f}  diff {error:.2e}  best tile {best}"
+            f"{form:<6} B={batch:<3} rows {row['rows_ms']:7.3f} ms  sdpa {row['sdpa_ms']:7.3f} ms  "
+            f"x{row['rows_vs_sdpa']:5.2f}  compiled fallback {row['compiled_fallback_ms']}  "
+            f"diff {row['rows_vs_fp32_max_abs']:.2e}  best tile {min(tiles, default=None)}"
         )
+    ok = all(row["ok"] for row in rows)
 
     import triton
 

@@ -342,6 +342,30 @@ def test_attention_by_rows_with_bias(triton_calls, lengths) -> None:
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("form", ["plain", "band", "t5"])
+def test_rows_benchmark_measures(triton_calls, monkeypatch, form) -> None:
+    """``benchmarks/bench_rows_attention.py``'s measurement on a tiny batch (fp16: see below):
+    the kernel and every swept tile agree with SDPA in fp32, and the tiles are put back."""
+    import pathlib
+    import sys
+
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.modules.pop("bench_rows_attention", None)
+    import bench_rows_attention as bench
+
+    monkeypatch.setattr(bench, "SWEEP", [(16, 16, 4, 2), (32, 16, 2, 3)])
+    tiles = _triton_deberta_attention._block_sizes
+    row = bench.measure(
+        form, 2, 80, device="cpu", dtype=torch.float16, timing=(0, 1, 1), sweep=True,
+        timer=lambda fn, *_: 1.0,  # no timing on the CPU (and no compile of the fallback)
+    )  # fmt: skip
+    assert row["ok"] and row["rows_vs_fp32_max_abs"] < 1e-2, row
+    assert [t["max_abs"] < 1e-2 for t in row["tile_sweep"].values()] == [True, True], row
+    assert _triton_deberta_attention._block_sizes is tiles
+    assert _triton_deberta_attention.NUM_STAGES == 2
+    assert set(triton_calls) == {"deberta_attention_rows_triton"}
+
+
 # fp16 only: triton 3.9's interpreter computes tl.dot on bf16 operands wrongly (garbage of
 # order 1e10 on a plain 16x16 product), a bug of the interpreter; bf16 runs in the CUDA tests.
 @pytest.mark.parametrize("dtype", [torch.float16])

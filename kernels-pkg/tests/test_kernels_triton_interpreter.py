@@ -65,6 +65,7 @@ def test_interpreter_suite_passed(interpreter_run: tuple[int, str]) -> None:
         ("test_deberta_attention_half_precision", 1),
         ("test_attention_by_rows", 6),
         ("test_attention_by_rows_with_bias", 2),
+        ("test_rows_benchmark_measures", 3),
         ("test_span_logits", 5),
         ("test_span_logits_half_precision", 2),
         ("test_span_logits_without_spans", 1),
