@@ -36,38 +36,18 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import platform
-import statistics
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from bench_common import add_timing_args, gpu_ready, run_meta, time_ms
 
 HEAD_DIM = 64
 BUCKETS = 256
 MAX_REL = 512
 SHAPES = {"deberta-v3-base": 12, "deberta-v3-large": 16}
 SWEEP = [(64, 64, 64, 4), (128, 64, 64, 4), (128, 64, 64, 8), (64, 32, 64, 4)]
-
-
-def time_ms(fn: Callable[[], Any], warmup: int, iters: int, repeats: int) -> float:
-    """Median over ``repeats`` of the mean time of ``iters`` back-to-back calls, in ms."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) / iters)
-    return statistics.median(samples)
 
 
 def correctness() -> list[dict[str, Any]]:
@@ -99,9 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 2048])
     parser.add_argument("--batch", type=int, default=8, help="sequences per batch")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=5)
+    add_timing_args(parser)
     parser.add_argument("--sweep", action="store_true", help="also time tile configurations")
     parser.add_argument("--models", default=",".join(SHAPES), help="comma-separated shapes to time")
     parser.add_argument(
@@ -109,23 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    if not torch.cuda.is_available():
-        print("bench_deberta_attention: no CUDA device available; nothing to benchmark.")
+    if not gpu_ready("bench_deberta_attention"):
         return 0
     from vllm_factory.kernels import (
-        __version__,
         _triton_deberta_attention,
         deberta_attention_by_rows,
         flash_deberta_attention,
         relative_position_index,
         relative_scores,
         sequence_bounds,
-        triton_available,
     )
-
-    if not triton_available():
-        print("bench_deberta_attention: triton is not importable; nothing to compare.")
-        return 0
 
     checks = correctness()
     ok = all(
@@ -225,19 +196,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"diff {diff:.2e}  {sweep}"
             )
 
-    import triton
-
-    meta = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "vllm_factory_kernels": __version__,
-        "shapes": {"head_dim": HEAD_DIM, "position_buckets": BUCKETS, "max_rel": MAX_REL},
-        "timing": {"warmup": args.warmup, "iters": args.iters, "repeats": args.repeats},
-        "default_tiles": "(BLOCK_M, BLOCK_N, BLOCK_D, num_warps) from _block_sizes",
-    }
+    meta = run_meta(
+        args, {"head_dim": HEAD_DIM, "position_buckets": BUCKETS, "max_rel": MAX_REL},
+        default_tiles="(BLOCK_M, BLOCK_N, BLOCK_D, num_warps) from _block_sizes",
+    )  # fmt: skip
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(

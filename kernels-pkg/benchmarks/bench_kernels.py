@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from bench_common import add_timing_args, gpu_ready, run_meta, time_ms
 
 # ModernBERT-base
 HIDDEN = 768
@@ -39,24 +38,6 @@ MAX_POSITIONS = 8192
 SPAN_INNER = 2048
 SPAN_WIDTHS = 12
 SPAN_LABELS = 5
-
-
-def time_ms(fn: Callable[[], Any], warmup: int, iters: int, repeats: int) -> float:
-    """Median over ``repeats`` of the mean time of ``iters`` back-to-back calls, in ms."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) / iters)
-    return statistics.median(samples)
 
 
 def time_graph_ms(fn: Callable[[], Any], warmup: int, iters: int, repeats: int) -> float:
@@ -144,19 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--tokens", type=int, nargs="+", default=[128, 512, 2048])
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--iters", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=5)
+    add_timing_args(parser, warmup=10, iters=50)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     args = parser.parse_args(argv)
 
-    if not torch.cuda.is_available():
-        print("bench_kernels: no CUDA device available; nothing to benchmark.")
-        return 0
-    from vllm_factory.kernels import __version__, triton_available
-
-    if not triton_available():
-        print("bench_kernels: triton is not importable; nothing to compare.")
+    if not gpu_ready("bench_kernels"):
         return 0
 
     torch.manual_seed(0)
@@ -227,23 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
 
-    import triton
-
-    meta = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "vllm_factory_kernels": __version__,
-        "shapes": {
-            "hidden": HIDDEN,
-            "heads": HEADS,
-            "head_dim": HEAD_DIM,
-            "intermediate": INTERMEDIATE,
-        },
-        "timing": {"warmup": args.warmup, "iters": args.iters, "repeats": args.repeats},
-    }
+    shapes = {"hidden": HIDDEN, "heads": HEADS, "head_dim": HEAD_DIM, "intermediate": INTERMEDIATE}
+    meta = run_meta(args, shapes)
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": rows, "all_agree": ok}, f, indent=2)
     print(f"wrote {args.out}; outputs agree: {ok}")

@@ -23,14 +23,13 @@ import functools
 import itertools
 import json
 import pathlib
-import platform
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bench_deberta_attention import time_ms
+from bench_common import add_timing_args, gpu_ready, run_meta, time_ms
 
 HEADS, HEAD_DIM = 12, 64
 BUCKETS, MAX_DISTANCE, HALF_WINDOW = 32, 128, 64
@@ -159,19 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--batch", type=int, nargs="+", default=[16, 32])
     parser.add_argument("--length", type=int, default=512)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=5)
+    add_timing_args(parser)
     parser.add_argument("--sweep", action="store_true", help="also time the SWEEP tiles")
     args = parser.parse_args(argv)
-
-    if not torch.cuda.is_available():
-        print("bench_rows_attention: no CUDA device available; nothing to benchmark.")
-        return 0
-    from vllm_factory.kernels import __version__, triton_available
-
-    if not triton_available():
-        print("bench_rows_attention: triton is not importable; nothing to compare.")
+    if not gpu_ready("bench_rows_attention"):
         return 0
     timing = (args.warmup, args.iters, args.repeats)
     rows = []
@@ -186,19 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     ok = all(row["ok"] for row in rows)
 
-    import triton
-
-    meta = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "vllm_factory_kernels": __version__,
-        "shapes": {"buckets": BUCKETS, "max_distance": MAX_DISTANCE, "half_window": HALF_WINDOW},
-        "timing": {"warmup": args.warmup, "iters": args.iters, "repeats": args.repeats},
-        "sweep_key": "(BLOCK_M, BLOCK_N, num_warps, num_stages)",
-    }
+    shapes = {"heads": HEADS, "head_dim": HEAD_DIM, "buckets": BUCKETS,
+              "max_distance": MAX_DISTANCE, "half_window": HALF_WINDOW}  # fmt: skip
+    meta = run_meta(args, shapes, sweep_key="(BLOCK_M, BLOCK_N, num_warps, num_stages)")
     out_path = pathlib.Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps({"meta": meta, "results": rows, "ok": ok}, indent=2))
