@@ -67,9 +67,9 @@ def _attend_keys(
     IEEE: tl.constexpr,
 ):
     """One key tile of the online softmax: ``q @ k^T`` plus the c2p / p2c entries or the bias
-    of each pair's relative bucket (``distance`` = query row - key row, read where ``pair``), scores
-    outside ``mask`` at -inf; returns the updated ``(acc, m_i, l_i)``. ``*_base`` point at the
-    head; a row without a key in this tile yet keeps ``m_i`` at -inf and adds nothing."""
+    of each pair's relative bucket (``distance`` = query row - key row, read where ``pair``),
+    scores outside ``mask`` at -inf; returns the updated ``(acc, m_i, l_i)``. ``*_base`` point
+    at the head; a row without a key in this tile yet keeps ``m_i`` at -inf and adds nothing."""
     k = _load_tile(k_base, keys, stride_kt, offs_d, n_valid, d_valid)
     if IEEE:
         s = tl.dot(q, tl.trans(k), input_precision="ieee")

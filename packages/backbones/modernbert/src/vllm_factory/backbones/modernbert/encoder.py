@@ -331,8 +331,9 @@ class ModernBertEncoder(nn.Module):
         return self.embeddings.tok_embeddings(input_ids)
 
     def forward(self, input_ids: Tensor, positions: Tensor) -> Tensor:
-        """Every key visible: vLLM's attention, compiled and graph-captured by vLLM (fp32 on
-        CUDA: our exact layouts, eagerly); on CUDA by default, the in-graph attention."""
+        """Every key visible: on CUDA (by default) the in-graph attention; elsewhere vLLM's
+        attention, compiled and graph-captured by vLLM (fp32 on CUDA with the in-graph
+        attention off: our exact layouts, eagerly)."""
         if self.rows_max_seqlen:
             return self._encode(input_ids, positions, self.row_bounds(input_ids, positions))
         if not self.vllm_attention:

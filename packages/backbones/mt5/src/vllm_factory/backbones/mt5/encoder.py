@@ -10,16 +10,17 @@ Compiled by vLLM (``support_torch_compile``, inside an engine). On CPU engines (
 with the in-graph attention below turned off) attention, which needs the sequence layout, is
 the torch custom op ``vllm_factory::t5_attention``, added to vLLM's splitting ops. vLLM splits
 the graph there, replays the rest (norms, projections, feed-forward) from piecewise CUDA graphs
-and runs the op eagerly between them: it groups
-the sequences and builds their bias masks once per step (shared by every layer, as T5 shares
-the bias) and writes into an output buffer the graph allocated. Padding that vLLM adds for a
-CUDA graph has position 0: each padding token is a sequence of its own.
+and runs the op eagerly between them: it groups the sequences and builds their bias masks once
+per step (shared by every layer, as T5 shares the bias) and writes into an output buffer the
+graph allocated. Padding that vLLM adds for a CUDA graph has position 0: each padding token is
+a sequence of its own.
 
 On CUDA engines with Triton usable (the default; ``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=0`` in
 the server's environment turns it off), the attention stays inside the compiled graph instead
-(``vllm-factory-kernels``' ``attention_by_rows`` op with the bias by relative distance). Each row's key range comes from
-the positions on the device and the bias from the table by distance, so nothing is read on
-the host: no split point, no per-step grouping, one CUDA graph a step size.
+(``vllm-factory-kernels``' ``attention_by_rows`` op with the bias by relative distance). Each
+row's key range comes from the positions on the device and the bias from the table by
+distance, so nothing is read on the host: no split point, no per-step grouping, one CUDA graph
+a step size.
 
 fp16: T5 activations are known to overflow fp16 (mT5 especially); Hugging Face clamps the
 residual stream to the fp16 range after each sublayer, and so do we in fp16. We serve fp32
@@ -296,16 +297,16 @@ class MT5Encoder(nn.Module):
         self.rows_max_seqlen = 0
         if in_graph_attention_usable(vllm_config):
             self.rows_max_seqlen = vllm_config.model_config.max_model_len
+            # The bucket of each distance i - j (T5's key - query is j - i) for |i - j| up to
+            # max_distance; buckets stop changing past it, and the kernel clamps farther ones.
+            distance = torch.arange(-self.max_distance, self.max_distance + 1)
+            buckets = relative_position_bucket(-distance, self.num_buckets, self.max_distance)
+            self.register_buffer("bias_index", buckets.to(torch.int32), persistent=False)
         else:
             compat.split_graph_at(vllm_config, ATTENTION_OP)
         if vllm_config is not None:
             attention = "rows" if self.rows_max_seqlen else "split"
             compat.add_compile_key(vllm_config, mt5_attention=attention)
-        # The bucket of each distance i - j (T5's key - query is j - i) for |i - j| up to
-        # max_distance; buckets stop changing past it, and the kernel clamps farther ones.
-        distance = torch.arange(-self.max_distance, self.max_distance + 1)
-        buckets = relative_position_bucket(-distance, self.num_buckets, self.max_distance)
-        self.register_buffer("bias_index", buckets.to(torch.int32), persistent=False)
         self.shared = VocabParallelEmbedding(config.vocab_size, config.d_model)
         # T5 keeps the table in block 0 and shares its bias with every block; replicated
         # here, each tensor-parallel rank reads its own heads' columns.
