@@ -5,7 +5,10 @@ GLiNER's shapes: width 512 (H = 256 per direction), B texts of T words, in each 
 the server asks for ``head_dtype`` float32). For each B it prints the serial time (synchronised
 before and after), the time for the call to return to Python (what the caller's CPU pays), the
 register spills Triton reported for the compiled kernel, and the kernel's block-size sweep.
-Usage (CUDA + triton): ``python benchmarks/bench_bilstm.py [--steps 330] [--dtypes float32]``.
+The per-step kernel (``per_step=True``: one launch per time step) and a padded cuDNN LSTM
+are also timed replayed from a CUDA graph, as the GLiNER head runs its BiLSTM on a GPU.
+Usage (CUDA + triton): ``python benchmarks/bench_bilstm.py [--steps 330] [--hidden 384]
+[--dtypes float32]`` (hidden 384: the DeBERTa-v3-base-width GLiNER heads).
 """
 
 from __future__ import annotations
@@ -45,6 +48,20 @@ def spills() -> list[int]:
     return [getattr(kernel, "n_spills", -1) for cache in caches for kernel in cache[0].values()]
 
 
+def replayed(fn) -> tuple[float, float]:
+    """``serial_and_returned`` of a CUDA graph of ``fn`` (warmed up on a side stream first):
+    what the GLiNER head pays, which replays its BiLSTM from graphs."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return serial_and_returned(graph.replay)
+
+
 def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
     from vllm_factory.kernels import bidirectional_lstm
 
@@ -66,13 +83,30 @@ def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
     def kernel() -> torch.Tensor:
         return bidirectional_lstm(gates, w_hh, lengths_gpu, backend="triton")
 
+    def per_step() -> torch.Tensor:
+        return bidirectional_lstm(gates, w_hh, lengths_gpu, backend="triton", per_step=True)
+
+    def padded_cudnn() -> torch.Tensor:  # capturable: every sequence runs all T steps
+        return lstm(words)[0]
+
     diff = (kernel().float() - cudnn().float()).abs().max().item()
-    for name, fn in (("kernel", kernel), ("cudnn", cudnn)):
+    diff_steps = (per_step().float() - cudnn().float()).abs().max().item()
+    timed = [("kernel", kernel), ("per-step kernel", per_step), ("cudnn", cudnn)]
+    for name, fn in timed:
         serial, returned = serial_and_returned(fn)
         print(
             f"B={batch} T={steps} {dtype} {name}: serial {serial:.2f} ms, return {returned:.2f} ms"
         )
-    print(f"B={batch} {dtype}: max |kernel - cudnn| {diff:.3g}; kernel spills {spills()}")
+    for name, fn in (("per-step kernel", per_step), ("cudnn, padded", padded_cudnn)):
+        serial, returned = replayed(fn)
+        print(
+            f"B={batch} T={steps} {dtype} {name}, CUDA graph: serial {serial:.2f} ms, "
+            f"return {returned:.2f} ms"
+        )
+    print(
+        f"B={batch} {dtype}: max |kernel - cudnn| {diff:.3g}, |per-step kernel - cudnn| "
+        f"{diff_steps:.3g}; kernel spills {spills()}"
+    )
     out = torch.zeros(batch, steps, 2 * hidden, device="cuda", dtype=dtype)
     state = torch.zeros(6 * batch * hidden, device="cuda")
     for block_h, warps, stages in [(32, 4, 2), (32, 8, 2), (64, 4, 2), (64, 8, 1), (16, 4, 2)]:

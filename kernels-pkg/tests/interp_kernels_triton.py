@@ -58,6 +58,7 @@ def test_kernels_are_interpreted() -> None:
         _triton_layernorm._layernorm_kernel,
         _triton_deberta_attention._deberta_attention_kernel,
         _triton_lstm._bilstm_kernel,
+        _triton_lstm._bilstm_step_kernel,
         _triton_span_logits._span_logits_kernel,
     ):
         assert isinstance(kernel, InterpretedFunction), type(kernel)
@@ -80,6 +81,7 @@ def triton_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (_triton_deberta_attention, "deberta_attention_triton"),
         (_triton_deberta_attention, "deberta_attention_rows_triton"),
         (_triton_lstm, "lstm_triton"),
+        (_triton_lstm, "lstm_triton_steps"),
         (_triton_span_logits, "span_logits_triton"),
     ):
         original = getattr(module, name)
@@ -404,6 +406,32 @@ def test_lstm(triton_calls, lengths: list[int], width: int, hidden: int) -> None
     expected[order] = ref_lstm(lstm, x[order], lens[order])
     close(out, expected)
     close(out, bidirectional_lstm(gates, w_hh, lens, backend="torch"))
+
+
+@pytest.mark.parametrize(("lengths", "width", "hidden"), LSTM_CASES)
+@torch.no_grad()
+def test_lstm_per_step(triton_calls, lengths: list[int], width: int, hidden: int) -> None:
+    """One launch per time step: units spread over programs (16 a program: H = 24 / 40 / 48
+    leave a masked last block), more than one block of sequences, ragged lengths."""
+    lengths = lengths * (7 if len(lengths) == 3 else 1)
+    lstm, x, lens = lstm_case(lengths, width, hidden, seed=hidden)
+    gates, w_hh = lstm_inputs(lstm, x)
+    out = bidirectional_lstm(gates, w_hh, lens, backend="triton", per_step=True)
+    assert triton_calls == ["lstm_triton_steps"]
+    order = torch.argsort(lens, descending=True, stable=True)
+    expected = torch.empty_like(out)
+    expected[order] = ref_lstm(lstm, x[order], lens[order])
+    close(out, expected)
+    close(out, bidirectional_lstm(gates, w_hh, lens, backend="torch"))
+
+
+@torch.no_grad()
+def test_lstm_per_step_half_precision(triton_calls) -> None:
+    lstm, x, lens = lstm_case([6, 4, 1], 32, 32)
+    gates, w_hh = lstm_inputs(lstm, x.half())
+    out = bidirectional_lstm(gates, w_hh, lens, backend="triton", per_step=True)
+    assert triton_calls == ["lstm_triton_steps"] and out.dtype == torch.float16
+    _bf16_close(out, bidirectional_lstm(gates, w_hh, lens, backend="torch"))
 
 
 @torch.no_grad()

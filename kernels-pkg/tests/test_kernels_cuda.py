@@ -195,13 +195,17 @@ def test_attention_by_rows_with_bias(dtype, lengths: list[int], head_dim: int) -
 @pytest.mark.parametrize(
     ("lengths", "hidden"), [([1], 256), ([384, 300, 17, 1] * 5, 256), ([40, 9], 96)]
 )
+@pytest.mark.parametrize("per_step", [False, True])
 @torch.no_grad()
-def test_bidirectional_lstm(dtype: torch.dtype, lengths: list[int], hidden: int) -> None:
-    """The kernel vs the fallback in the same dtype, and vs cuDNN's packed LSTM (fp32: IEEE)."""
+def test_bidirectional_lstm(
+    dtype: torch.dtype, lengths: list[int], hidden: int, per_step: bool
+) -> None:
+    """The kernel (one launch, or one per time step) vs the fallback in the same dtype, and vs
+    cuDNN's packed LSTM (fp32: IEEE)."""
     lstm, x, lens = lstm_case(sorted(lengths, reverse=True), 2 * hidden, hidden)
     lstm, x = lstm.cuda().to(dtype), x.cuda().to(dtype)
     gates, w_hh = lstm_inputs(lstm, x)
-    out = bidirectional_lstm(gates, w_hh, lens.cuda(), backend="triton")
+    out = bidirectional_lstm(gates, w_hh, lens.cuda(), backend="triton", per_step=per_step)
     _close(out, bidirectional_lstm(gates, w_hh, lens.cuda(), backend="torch"))
     if dtype == torch.float32:  # cuDNN in IEEE float32, not its default TF32
         before, torch.backends.cudnn.rnn.fp32_precision = (
@@ -213,3 +217,28 @@ def test_bidirectional_lstm(dtype: torch.dtype, lengths: list[int], hidden: int)
         finally:
             torch.backends.cudnn.rnn.fp32_precision = before
         torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@torch.no_grad()
+def test_bidirectional_lstm_per_step_replays_from_a_cuda_graph() -> None:
+    """What the per-step kernel is for: its T launches captured once, replayed on new inputs
+    written into the captured buffers (GLiNER's width: H = 384)."""
+    lstm, x, lens = lstm_case([200, 150, 7], 768, 384)
+    lstm, x = lstm.cuda().to(torch.bfloat16), x.cuda().to(torch.bfloat16)
+    gates, w_hh = lstm_inputs(lstm, x)
+    lens = lens.cuda()
+    static = gates.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compile outside the capture
+        bidirectional_lstm(static, w_hh, lens, backend="triton", per_step=True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = bidirectional_lstm(static, w_hh, lens, backend="triton", per_step=True)
+    fresh = torch.randn_like(gates)
+    static.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = bidirectional_lstm(fresh, w_hh, lens, backend="triton", per_step=True)
+    torch.testing.assert_close(captured, expected, rtol=0, atol=0)

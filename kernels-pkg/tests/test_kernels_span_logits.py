@@ -3,6 +3,8 @@ same reference runs in the interpreter suite)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from vllm_factory.kernels import select_backend, span_logits
@@ -54,3 +56,19 @@ def test_dtypes_must_agree() -> None:
         span_logits(
             torch.zeros(4, 8), torch.zeros(3, 2, dtype=torch.long), torch.zeros(5, 8).half()
         )
+
+
+def test_per_step_arguments_compile_no_variants() -> None:
+    # A served step's span count, label count and output stride change with its prompts; a
+    # Triton variant per value class of each (== 1, divisible by 16, other) would be compiled
+    # inside the engine at the first step of a new class. Same for the BiLSTM's batch and steps.
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter's functions carry no specialisation")
+    from vllm_factory.kernels import _triton_lstm, _triton_span_logits
+
+    for kernel, names in (
+        (_triton_span_logits._span_logits_kernel, {"n_spans", "n_labels", "stride_o"}),
+        (_triton_lstm._bilstm_kernel, {"batch", "steps", "stride_gb", "stride_ob"}),
+    ):
+        assert names <= {p.name for p in kernel.params if p.do_not_specialize}

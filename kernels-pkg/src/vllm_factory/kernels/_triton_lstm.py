@@ -157,3 +157,91 @@ def lstm_triton(gates_x: torch.Tensor, w_hh: torch.Tensor, lengths: torch.Tensor
         num_stages=2 if 2 * tiles <= 160 * 1024 else 1,
     )  # fmt: skip
     return out
+
+
+# One time step of both directions per launch (the time loop is the caller's): the hidden units
+# are spread over the grid, so W_hh is read by many SMs at once instead of one, and a recurrence
+# is T launches that a CUDA graph replays. ``step`` changes with every launch: not specialised.
+@triton.jit(do_not_specialize=["step", "batch", "stride_gb", "stride_ob"])
+def _bilstm_step_kernel(
+    gx_ptr, whh_ptr, len_ptr, out_ptr, h_ptr, c_ptr,
+    step, batch, hidden,
+    stride_gb, stride_gt, stride_gd,
+    stride_ob, stride_ot,
+    BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, K_CHUNK: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
+    units = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
+    direction = tl.program_id(1)
+    rows = tl.program_id(2) * BLOCK_B + tl.arange(0, BLOCK_B)
+    row_ok = rows < batch
+    u_ok = units < hidden
+    length = tl.load(len_ptr + rows, mask=row_ok, other=0).to(tl.int32)
+    active = row_ok & (step < length)
+    pos = tl.where(direction == 0, step, length - 1 - step)
+    # h ping-pongs between two buffers: this step reads the units every program writes
+    read = h_ptr + ((step % 2) * 2 + direction) * batch * hidden
+    write = h_ptr + (((step + 1) % 2) * 2 + direction) * batch * hidden
+    w_base = whh_ptr + direction * 4 * hidden * hidden
+    gi = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+    gf = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+    gg = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+    go = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+    for k0 in range(0, hidden, K_CHUNK):
+        kc = k0 + tl.arange(0, K_CHUNK)
+        kc_ok = kc < hidden
+        h_c = tl.load(
+            read + rows[:, None] * hidden + kc[None, :],
+            mask=row_ok[:, None] & kc_ok[None, :], other=0.0,
+        ).to(whh_ptr.dtype.element_ty)  # fmt: skip
+        w_mask = kc_ok[:, None] & u_ok[None, :]
+        gi += _gate(h_c, w_base, 0, hidden, units, kc, w_mask, IEEE)
+        gf += _gate(h_c, w_base, 1, hidden, units, kc, w_mask, IEEE)
+        gg += _gate(h_c, w_base, 2, hidden, units, kc, w_mask, IEEE)
+        go += _gate(h_c, w_base, 3, hidden, units, kc, w_mask, IEEE)
+    m = active[:, None] & u_ok[None, :]
+    gx_rows = gx_ptr + rows[:, None] * stride_gb + pos[:, None] * stride_gt + direction * stride_gd
+    gi += tl.load(gx_rows + units[None, :], mask=m, other=0.0).to(tl.float32)
+    gf += tl.load(gx_rows + hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+    gg += tl.load(gx_rows + 2 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+    go += tl.load(gx_rows + 3 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+    c_rows = c_ptr + (direction * batch + rows[:, None]) * hidden + units[None, :]
+    c_old = tl.load(c_rows, mask=m, other=0.0)
+    c_new = _sigmoid(gf) * c_old + _sigmoid(gi) * _tanh(gg)
+    h_new = _sigmoid(go) * _tanh(c_new)
+    tl.store(c_rows, c_new, mask=m)
+    tl.store(write + rows[:, None] * hidden + units[None, :], h_new, mask=m)
+    out_rows = out_ptr + rows[:, None] * stride_ob + pos[:, None] * stride_ot + direction * hidden
+    tl.store(out_rows + units[None, :], h_new.to(out_ptr.dtype.element_ty), mask=m)
+
+
+def lstm_triton_steps(
+    gates_x: torch.Tensor, w_hh: torch.Tensor, lengths: torch.Tensor
+) -> torch.Tensor:
+    """``bidirectional_lstm`` as one launch of :func:`_bilstm_step_kernel` per time step, both
+    directions in each (arguments already validated). Meant for capture in a CUDA graph: eager,
+    its T launches cost the CPU what cuDNN's 4T do."""
+    batch, steps, _, four_h = gates_x.shape
+    hidden = four_h // 4
+    out = torch.zeros(batch, steps, 2 * hidden, dtype=gates_x.dtype, device=gates_x.device)
+    if batch == 0 or steps == 0:
+        return out
+    if gates_x.stride(-1) != 1:
+        gates_x = gates_x.contiguous()
+    w_hh = w_hh.contiguous()
+    state = torch.zeros(3 * 2 * batch * hidden, dtype=torch.float32, device=gates_x.device)
+    h_buffers, cells = state[: 4 * batch * hidden], state[4 * batch * hidden :]
+    # 16 units a program: 4 gates x 16 units x H of W_hh (48 KiB for H = 384 in 16 bits), so
+    # H = 384 spreads over 24 programs a direction; h and W_hh 64 columns / rows at a time.
+    block_h, block_b = 16, 16
+    k_chunk = min(64, max(16, next_power_of_2(hidden)))
+    grid = (triton.cdiv(hidden, block_h), 2, triton.cdiv(batch, block_b))
+    for step in range(steps):
+        _bilstm_step_kernel[grid](
+            gates_x, w_hh, lengths, out, h_buffers, cells,
+            step, batch, hidden,
+            gates_x.stride(0), gates_x.stride(1), gates_x.stride(2),
+            out.stride(0), out.stride(1),
+            BLOCK_B=block_b, BLOCK_H=block_h, K_CHUNK=k_chunk,
+            IEEE=w_hh.dtype == torch.float32, num_warps=4,
+        )  # fmt: skip
+    return out

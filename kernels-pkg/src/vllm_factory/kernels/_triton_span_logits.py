@@ -9,7 +9,10 @@ import triton.language as tl
 from ._dispatch import next_power_of_2
 
 
-@triton.jit
+# The span count (bucketed rows), the label count and the output stride (the label count)
+# change with a step's prompts; Triton would compile a variant per value class of each (== 1,
+# divisible by 16, other) inside the engine at the first step of a new class.
+@triton.jit(do_not_specialize=["n_spans", "n_labels", "stride_o"])
 def _span_logits_kernel(
     table_ptr,
     rows_ptr,

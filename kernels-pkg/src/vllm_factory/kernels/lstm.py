@@ -4,7 +4,9 @@ What ``nn.LSTM(bidirectional=True)`` computes on a packed batch (``pack_padded_s
 one Triton launch for the whole recurrence. cuDNN runs a recurrence as two kernels per time step
 and direction: about 650 launches for 330 words, which cost the engine's only CPU thread about
 10 ms per step on an H200 whatever the batch (the GPU work itself is 3 ms). The kernel keeps
-``h`` and ``c`` of a block of sequences on one SM and loops over time itself.
+``h`` and ``c`` of a block of sequences on one SM and loops over time itself; with
+``per_step=True`` it is one launch per time step instead, the hidden units spread over the grid
+(each SM reads only its units' rows of ``W_hh``), for a CUDA graph to replay.
 
 Inputs: ``gates_x`` ``[B, T, 2, 4H]`` = ``x @ W_ih^T + b_ih + b_hh`` per direction (one GEMM
 the caller runs), ``w_hh`` ``[2, 4H, H]`` (gate order i, f, g, o, as torch), ``lengths`` ``[B]``.
@@ -67,15 +69,18 @@ def bidirectional_lstm(
     lengths: torch.Tensor,
     *,
     backend: str = "auto",
+    per_step: bool = False,
 ) -> torch.Tensor:
     """``[B, T, 2H]`` outputs of one bidirectional LSTM layer (see the module's doc).
 
     ``lengths`` (any integer dtype, on the inputs' device) must be >= 1 and <= T. Hidden state
     and cell are kept in float32; the recurrent product runs in ``w_hh``'s dtype with float32
-    accumulation (IEEE float32 for float32 weights, never TF32)."""
+    accumulation (IEEE float32 for float32 weights, never TF32). ``per_step``: the Triton
+    backend launches one kernel per time step (both directions, the hidden units spread over
+    many SMs) instead of one for the whole recurrence; for capture in a CUDA graph."""
     _check_lstm_args(gates_x, w_hh, lengths)
     if select_backend(backend, gates_x, w_hh, lengths, kernel="bidirectional_lstm") == "triton":
-        from ._triton_lstm import lstm_triton
+        from ._triton_lstm import lstm_triton, lstm_triton_steps
 
-        return lstm_triton(gates_x, w_hh, lengths)
+        return (lstm_triton_steps if per_step else lstm_triton)(gates_x, w_hh, lengths)
     return _lstm_torch(gates_x, w_hh, lengths)
