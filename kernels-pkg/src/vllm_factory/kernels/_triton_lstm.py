@@ -42,6 +42,49 @@ def _gate(h_in, w_base, gate: tl.constexpr, hidden, units, ks, w_mask, IEEE: tl.
     return tl.dot(h_in, w)
 
 
+@triton.jit
+def _gates_by_chunks(
+    read, rows, row_ok, whh_ptr, w_base, hidden, units, u_ok,
+    BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, K_CHUNK: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
+    """The four gates' ``h @ W_hh^T`` of ``units`` ([BLOCK_B, BLOCK_H] each, float32), ``h``
+    (rows of ``read``) and ``W_hh`` taken ``K_CHUNK`` columns / rows at a time."""
+    gi = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+    gf = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+    gg = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+    go = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
+    for k0 in range(0, hidden, K_CHUNK):
+        kc = k0 + tl.arange(0, K_CHUNK)
+        kc_ok = kc < hidden
+        h_c = tl.load(
+            read + rows[:, None] * hidden + kc[None, :],
+            mask=row_ok[:, None] & kc_ok[None, :], other=0.0,
+        ).to(whh_ptr.dtype.element_ty)  # fmt: skip
+        w_mask = kc_ok[:, None] & u_ok[None, :]
+        gi += _gate(h_c, w_base, 0, hidden, units, kc, w_mask, IEEE)
+        gf += _gate(h_c, w_base, 1, hidden, units, kc, w_mask, IEEE)
+        gg += _gate(h_c, w_base, 2, hidden, units, kc, w_mask, IEEE)
+        go += _gate(h_c, w_base, 3, hidden, units, kc, w_mask, IEEE)
+    return gi, gf, gg, go
+
+
+@triton.jit
+def _cell_step(gi, gf, gg, go, gx_rows, c_rows, h_rows, out_rows, units, hidden, m):
+    """Adds the input projections (``gx_rows``) to the gates of ``units``, updates their cell
+    (``c_rows``, float32, in place) and writes their new ``h`` (float32, ``h_rows``) and output
+    (``out_rows``) where ``m``; each ``*_rows`` a [BLOCK_B, 1] block of row pointers."""
+    gi += tl.load(gx_rows + units[None, :], mask=m, other=0.0).to(tl.float32)
+    gf += tl.load(gx_rows + hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+    gg += tl.load(gx_rows + 2 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+    go += tl.load(gx_rows + 3 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
+    c_old = tl.load(c_rows + units[None, :], mask=m, other=0.0)
+    c_new = _sigmoid(gf) * c_old + _sigmoid(gi) * _tanh(gg)
+    h_new = _sigmoid(go) * _tanh(c_new)
+    tl.store(c_rows + units[None, :], c_new, mask=m)
+    tl.store(h_rows + units[None, :], h_new, mask=m)
+    tl.store(out_rows + units[None, :], h_new.to(out_rows.dtype.element_ty), mask=m)
+
+
 # Triton compiles a variant per value class of each integer argument (== 1, divisible by 16,
 # other): batch, steps and the per-sequence strides change with every step's texts, and each new
 # class cost a served step a compile (p95 ~750 ms at 16 - 64 clients on an H200, 2026-11-27).
@@ -89,47 +132,37 @@ def _bilstm_kernel(
                 gg = _gate(h_in, w_base, 2, hidden, units, ks, w_mask, IEEE)
                 go = _gate(h_in, w_base, 3, hidden, units, ks, w_mask, IEEE)
             else:  # K_CHUNK columns of h and rows of W_hh at a time: few registers (float32)
-                gi = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
-                gf = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
-                gg = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
-                go = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
-                for k0 in range(0, hidden, K_CHUNK):
-                    kc = k0 + tl.arange(0, K_CHUNK)
-                    kc_ok = kc < hidden
-                    h_c = tl.load(
-                        read + rows[:, None] * hidden + kc[None, :],
-                        mask=row_ok[:, None] & kc_ok[None, :], other=0.0,
-                    ).to(whh_ptr.dtype.element_ty)  # fmt: skip
-                    w_mask = kc_ok[:, None] & u_ok[None, :]
-                    gi += _gate(h_c, w_base, 0, hidden, units, kc, w_mask, IEEE)
-                    gf += _gate(h_c, w_base, 1, hidden, units, kc, w_mask, IEEE)
-                    gg += _gate(h_c, w_base, 2, hidden, units, kc, w_mask, IEEE)
-                    go += _gate(h_c, w_base, 3, hidden, units, kc, w_mask, IEEE)
-            gi += tl.load(gx_rows + units[None, :], mask=m, other=0.0).to(tl.float32)
-            gf += tl.load(gx_rows + hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
-            gg += tl.load(gx_rows + 2 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
-            go += tl.load(gx_rows + 3 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
-            c_old = tl.load(c_rows + units[None, :], mask=m, other=0.0)
-            c_new = _sigmoid(gf) * c_old + _sigmoid(gi) * _tanh(gg)
-            h_new = _sigmoid(go) * _tanh(c_new)
-            tl.store(c_rows + units[None, :], c_new, mask=m)
-            tl.store(write + rows[:, None] * hidden + units[None, :], h_new, mask=m)
-            tl.store(out_rows + units[None, :], h_new.to(out_ptr.dtype.element_ty), mask=m)
+                gi, gf, gg, go = _gates_by_chunks(
+                    read, rows, row_ok, whh_ptr, w_base, hidden, units, u_ok,
+                    BLOCK_B, BLOCK_H, K_CHUNK, IEEE,
+                )  # fmt: skip
+            h_rows = write + rows[:, None] * hidden
+            _cell_step(gi, gf, gg, go, gx_rows, c_rows, h_rows, out_rows, units, hidden, m)
         tl.debug_barrier()  # this step's h is complete before the next step reads it
+
+
+def _buffers(
+    gates_x: torch.Tensor, w_hh: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The zeroed output ``[B, T, 2H]``, ``gates_x`` and ``w_hh`` with unit inner strides, and
+    the float32 state: ``h`` as two ping-pong buffers per direction, ``c`` per direction."""
+    batch, steps, _, four_h = gates_x.shape
+    hidden = four_h // 4
+    out = torch.zeros(batch, steps, 2 * hidden, dtype=gates_x.dtype, device=gates_x.device)
+    if gates_x.stride(-1) != 1:
+        gates_x = gates_x.contiguous()
+    state = torch.zeros(3 * 2 * batch * hidden, dtype=torch.float32, device=gates_x.device)
+    h_buffers, cells = state[: 4 * batch * hidden], state[4 * batch * hidden :]
+    return out, gates_x, w_hh.contiguous(), h_buffers, cells
 
 
 def lstm_triton(gates_x: torch.Tensor, w_hh: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Triton implementation of ``bidirectional_lstm`` (arguments already validated)."""
     batch, steps, _, four_h = gates_x.shape
     hidden = four_h // 4
-    out = torch.zeros(batch, steps, 2 * hidden, dtype=gates_x.dtype, device=gates_x.device)
+    out, gates_x, w_hh, h_buffers, cells = _buffers(gates_x, w_hh)
     if batch == 0 or steps == 0:
         return out
-    if gates_x.stride(-1) != 1:
-        gates_x = gates_x.contiguous()
-    w_hh = w_hh.contiguous()
-    state = torch.zeros(3 * 2 * batch * hidden, dtype=torch.float32, device=gates_x.device)
-    h_buffers, cells = state[: 4 * batch * hidden], state[4 * batch * hidden :]
     block_k = max(16, next_power_of_2(hidden))
     size = w_hh.element_size()
     if size < 4:
@@ -182,36 +215,15 @@ def _bilstm_step_kernel(
     read = h_ptr + ((step % 2) * 2 + direction) * batch * hidden
     write = h_ptr + (((step + 1) % 2) * 2 + direction) * batch * hidden
     w_base = whh_ptr + direction * 4 * hidden * hidden
-    gi = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
-    gf = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
-    gg = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
-    go = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)
-    for k0 in range(0, hidden, K_CHUNK):
-        kc = k0 + tl.arange(0, K_CHUNK)
-        kc_ok = kc < hidden
-        h_c = tl.load(
-            read + rows[:, None] * hidden + kc[None, :],
-            mask=row_ok[:, None] & kc_ok[None, :], other=0.0,
-        ).to(whh_ptr.dtype.element_ty)  # fmt: skip
-        w_mask = kc_ok[:, None] & u_ok[None, :]
-        gi += _gate(h_c, w_base, 0, hidden, units, kc, w_mask, IEEE)
-        gf += _gate(h_c, w_base, 1, hidden, units, kc, w_mask, IEEE)
-        gg += _gate(h_c, w_base, 2, hidden, units, kc, w_mask, IEEE)
-        go += _gate(h_c, w_base, 3, hidden, units, kc, w_mask, IEEE)
+    gi, gf, gg, go = _gates_by_chunks(
+        read, rows, row_ok, whh_ptr, w_base, hidden, units, u_ok, BLOCK_B, BLOCK_H, K_CHUNK, IEEE
+    )
     m = active[:, None] & u_ok[None, :]
     gx_rows = gx_ptr + rows[:, None] * stride_gb + pos[:, None] * stride_gt + direction * stride_gd
-    gi += tl.load(gx_rows + units[None, :], mask=m, other=0.0).to(tl.float32)
-    gf += tl.load(gx_rows + hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
-    gg += tl.load(gx_rows + 2 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
-    go += tl.load(gx_rows + 3 * hidden + units[None, :], mask=m, other=0.0).to(tl.float32)
-    c_rows = c_ptr + (direction * batch + rows[:, None]) * hidden + units[None, :]
-    c_old = tl.load(c_rows, mask=m, other=0.0)
-    c_new = _sigmoid(gf) * c_old + _sigmoid(gi) * _tanh(gg)
-    h_new = _sigmoid(go) * _tanh(c_new)
-    tl.store(c_rows, c_new, mask=m)
-    tl.store(write + rows[:, None] * hidden + units[None, :], h_new, mask=m)
+    c_rows = c_ptr + (direction * batch + rows[:, None]) * hidden
     out_rows = out_ptr + rows[:, None] * stride_ob + pos[:, None] * stride_ot + direction * hidden
-    tl.store(out_rows + units[None, :], h_new.to(out_ptr.dtype.element_ty), mask=m)
+    h_rows = write + rows[:, None] * hidden
+    _cell_step(gi, gf, gg, go, gx_rows, c_rows, h_rows, out_rows, units, hidden, m)
 
 
 def lstm_triton_steps(
@@ -222,14 +234,9 @@ def lstm_triton_steps(
     its T launches cost the CPU what cuDNN's 4T do."""
     batch, steps, _, four_h = gates_x.shape
     hidden = four_h // 4
-    out = torch.zeros(batch, steps, 2 * hidden, dtype=gates_x.dtype, device=gates_x.device)
+    out, gates_x, w_hh, h_buffers, cells = _buffers(gates_x, w_hh)
     if batch == 0 or steps == 0:
         return out
-    if gates_x.stride(-1) != 1:
-        gates_x = gates_x.contiguous()
-    w_hh = w_hh.contiguous()
-    state = torch.zeros(3 * 2 * batch * hidden, dtype=torch.float32, device=gates_x.device)
-    h_buffers, cells = state[: 4 * batch * hidden], state[4 * batch * hidden :]
     # 16 units a program: 4 gates x 16 units x H of W_hh (48 KiB for H = 384 in 16 bits), so
     # H = 384 spreads over 24 programs a direction; h and W_hh 64 columns / rows at a time.
     block_h, block_b = 16, 16
