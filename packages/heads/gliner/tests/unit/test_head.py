@@ -138,13 +138,15 @@ def test_word_lstm_kernel_path_gives_the_kernel_no_autograd_inputs(monkeypatch):
     monkeypatch.setattr(
         head_module,
         "bidirectional_lstm",
-        lambda gates, w_hh, lengths, backend: (
-            seen.append(w_hh.requires_grad) or gates.new_zeros(*gates.shape[:2], 2 * w_hh.shape[-1])
+        lambda gates, w_hh, lengths, backend, per_step: (
+            seen.append((w_hh.requires_grad, per_step))
+            or gates.new_zeros(*gates.shape[:2], 2 * w_hh.shape[-1])
         ),
     )
     rnn = head().rnn
     rnn.by_kernel(torch.randn(2, 3, 8), torch.tensor([3, 2]))
-    assert seen == [False]
+    rnn.by_kernel(torch.randn(2, 3, 8), torch.tensor([3, 2]), per_step=True)
+    assert seen == [(False, False), (False, True)]
 
 
 @pytest.mark.parametrize(
@@ -176,6 +178,10 @@ def test_lstm_kernel_only_for_opted_in_16_bit_heads_on_gpus(
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     words = types.SimpleNamespace(is_cuda=is_cuda, dtype=dtype, requires_grad=False)
     assert head_module.lstm_kernel_wanted(words) is wanted
+    assert not head_module.lstm_step_kernel_wanted(words)  # "1" is the one-launch kernel
+    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "steps" if env == "1" else env)
+    assert head_module.lstm_step_kernel_wanted(words) is wanted  # same terms for "steps"
+    assert not head_module.lstm_kernel_wanted(words)
 
 
 def test_no_lstm_kernel_where_triton_is_off(monkeypatch):

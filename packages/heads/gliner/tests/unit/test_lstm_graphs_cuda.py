@@ -111,3 +111,27 @@ def test_two_stream_graphs_match_cudnn_packed(dtype, monkeypatch):
         assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
     assert not rnn._graphs_failed and rnn._branch is not None
     assert all(key[-1] for key in rnn._graphs)
+
+
+@pytest.mark.parametrize("width", [512, 768])
+@torch.inference_mode()
+def test_graphs_of_the_per_step_kernel_match_cudnn_packed(width, monkeypatch):
+    """``VLLM_FACTORY_GLINER_LSTM_KERNEL=steps``: the graphs hold the per-step Triton kernel
+    (16-bit heads only) instead of cuDNN's directions, with the same results."""
+    pytest.importorskip("triton")
+    torch.manual_seed(0)
+    dtype = torch.bfloat16
+    rnn = WordLSTM(width, 1).to("cuda", dtype).eval()
+    for seed, (batch, steps) in enumerate([(13, 300), (9, 290), (3, 40)]):
+        words, lengths = word_batch(batch, steps, width, dtype, seed)
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "0")
+        expected = rnn(words, lengths)
+        monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS")
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_KERNEL", "steps")
+        got = rnn(words, lengths)
+        monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_KERNEL")
+        real = torch.cat([(got - expected)[row, :n] for row, n in enumerate(lengths.tolist())])
+        worst, mean = real.abs().max().item(), real.abs().float().mean().item()
+        assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
+    assert not rnn._graphs_failed
+    assert all(key[-1] for key in rnn._graphs), "every graph holds the per-step kernel"

@@ -115,7 +115,8 @@ class WordLSTM(nn.Module):
         ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0`` or ``--enforce-eager`` turn that off, leaving
         cuDNN). ``vllm_factory.kernels.bidirectional_lstm`` does it in one launch
         (:meth:`by_kernel`); ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts a 16-bit head in to it
-        (:func:`lstm_kernel_wanted`)."""
+        (:func:`lstm_kernel_wanted`), ``=steps`` to CUDA graphs of its one-launch-per-word form
+        instead of cuDNN's (:func:`lstm_step_kernel_wanted`)."""
         if lstm_kernel_wanted(words):
             return self.by_kernel(words, lengths, backend="auto")
         with exact_float32_rnn(words.dtype == torch.float32):
@@ -201,8 +202,8 @@ class WordLSTM(nn.Module):
     def by_graph(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
         """:meth:`by_directions` replayed from a CUDA graph captured at the first step of each
         bucket (batch to the next power of two, words to the next multiple of
-        :data:`GRAPH_STEPS`): a few launches per step instead of cuDNN's two per word and
-        direction, which held ~40 % of the engine core's thread at 64 clients on an H200
+        :data:`GRAPH_STEPS`; opted in, of :meth:`by_kernel`'s per-step kernel instead): a few
+        launches per step instead of cuDNN's two per word and direction, which held ~40 % of the engine core's thread at 64 clients on an H200
         (``deberta_gliner/benchmarks/results/h200/profile-64-clients``). ``None`` (the caller
         runs cuDNN) while a CUDA graph is being captured elsewhere, or after a capture failed
         (said once)."""
@@ -210,7 +211,8 @@ class WordLSTM(nn.Module):
             return None
         batch, steps, width = words.shape
         key = (1 << (batch - 1).bit_length(), -(-steps // GRAPH_STEPS) * GRAPH_STEPS, width,
-               words.dtype, words.device, lstm_two_streams_wanted())  # fmt: skip
+               words.dtype, words.device, lstm_two_streams_wanted(),
+               lstm_step_kernel_wanted(words))  # fmt: skip
         entry = self._graphs.get(key)
         if entry is None:
             try:
@@ -234,16 +236,23 @@ class WordLSTM(nn.Module):
         dtype: torch.dtype,
         device: torch.device,
         two_streams: bool = False,
+        step_kernel: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]:
         inputs = torch.zeros(batch, steps, width, dtype=dtype, device=device)
         ends = torch.zeros(batch, dtype=torch.long, device=device)
         if two_streams and self._branch is None:
             self._branch = torch.cuda.Stream(device)
-        branch = self._branch if two_streams else None
+        branch = self._branch if two_streams and not step_kernel else None
+
+        def layers() -> torch.Tensor:
+            if step_kernel:
+                return self.by_kernel(inputs, ends, backend="triton", per_step=True)
+            return self.by_directions(inputs, ends, branch)
+
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):  # warm-up: cuDNN picks its plans outside the capture
-            self.by_directions(inputs, ends, branch)
+        with torch.cuda.stream(side):  # warm-up: cuDNN picks its plans (Triton compiles) here
+            layers()
         torch.cuda.current_stream(device).wait_stream(side)
         if self._graph_pool is None:
             self._graph_pool = torch.cuda.graph_pool_handle()
@@ -251,21 +260,27 @@ class WordLSTM(nn.Module):
         # thread_local: what other threads of the engine do meanwhile (copies of the last
         # step's outputs, say) neither breaks this capture nor is broken by it
         with torch.cuda.graph(graph, pool=self._graph_pool, capture_error_mode="thread_local"):
-            out = self.by_directions(inputs, ends, branch)
+            out = layers()
         logger.info(
             "GLiNER BiLSTM: CUDA graph captured for %d texts x %d words%s", batch, steps,
-            ", directions on two streams" if branch is not None else "",
+            ", the per-step kernel" if step_kernel
+            else ", directions on two streams" if branch is not None else "",
         )  # fmt: skip
         return inputs, ends, out, graph
 
     def by_kernel(
-        self, words: torch.Tensor, lengths: torch.Tensor, backend: str = "auto"
+        self,
+        words: torch.Tensor,
+        lengths: torch.Tensor,
+        backend: str = "auto",
+        per_step: bool = False,
     ) -> torch.Tensor:
         """The same layers through ``vllm_factory.kernels.bidirectional_lstm``: per layer, one
-        GEMM for both directions' input gates, then the recurrence (``backend`` as there; the
-        weights are stacked without autograd, which would send ``"auto"`` to the fallback)."""
+        GEMM for both directions' input gates, then the recurrence (``backend`` and
+        ``per_step`` as there; the weights are stacked without autograd, which would send
+        ``"auto"`` to the fallback). ``lengths`` on the CPU or on ``words``' device."""
         lstm, (batch, steps, _) = self.lstm, words.shape
-        if words.is_cuda:
+        if words.is_cuda and not lengths.is_cuda:
             lengths = lengths.pin_memory().to(words.device, non_blocking=True)
         out = words
         for layer in range(lstm.num_layers):
@@ -280,7 +295,7 @@ class WordLSTM(nn.Module):
                 (b_ih + b_hh).flatten(), out.reshape(batch * steps, -1), w_ih.flatten(0, 1).T
             )
             out = bidirectional_lstm(
-                gates.view(batch, steps, 2, -1), w_hh, lengths, backend=backend
+                gates.view(batch, steps, 2, -1), w_hh, lengths, backend=backend, per_step=per_step
             )
         return out
 
@@ -335,21 +350,34 @@ def lstm_kernel_wanted(words: torch.Tensor) -> bool:
     direction) 67 / 56 ms vs 29 / 26 ms at one client (kernels-pkg/README.md). A float32 head
     never takes it (its float32 variant: 96 ms a call for one 330-word text, cuDNN 7 ms) and
     says so once."""
-    if os.environ.get(LSTM_KERNEL_ENV, "").strip() != "1":
+    return _lstm_kernel_chosen(words, "1")
+
+
+def lstm_step_kernel_wanted(words: torch.Tensor) -> bool:
+    """Whether :meth:`WordLSTM.by_graph` captures the per-step kernel (``bidirectional_lstm(...,
+    per_step=True)``: one launch per word for both directions) instead of cuDNN's two per word
+    and direction: opted in with ``VLLM_FACTORY_GLINER_LSTM_KERNEL=steps``, on the terms of
+    :func:`lstm_kernel_wanted`. Opt-in until timed and served side by side on a GPU (cuDNN's
+    BiLSTM was 27 - 34 % of a served GLiNER step's kernel time on an H200, 2026-12-01)."""
+    return _lstm_kernel_chosen(words, "steps")
+
+
+def _lstm_kernel_chosen(words: torch.Tensor, value: str) -> bool:
+    if os.environ.get(LSTM_KERNEL_ENV, "").strip() != value:
         return False
     if select_backend("auto", words) != "triton":
         return False
     if words.dtype in (torch.float16, torch.bfloat16):
         return True
-    _say_float32_head_keeps_cudnn(words.dtype)
+    _say_float32_head_keeps_cudnn(words.dtype, value)
     return False
 
 
 @functools.cache
-def _say_float32_head_keeps_cudnn(dtype: torch.dtype) -> None:
+def _say_float32_head_keeps_cudnn(dtype: torch.dtype, value: str) -> None:
     logger.warning(
-        "%s=1 is ignored for a %s GLiNER head (the kernel is fast for 16-bit weights only); it "
-        "runs cuDNN", LSTM_KERNEL_ENV, dtype,
+        "%s=%s is ignored for a %s GLiNER head (the kernel is fast for 16-bit weights only); it "
+        "runs cuDNN", LSTM_KERNEL_ENV, value, dtype,
     )  # fmt: skip
 
 
