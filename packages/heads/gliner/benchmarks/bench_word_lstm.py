@@ -1,5 +1,6 @@
 """The GLiNER head's BiLSTM on a GPU: cuDNN's packed BiLSTM (``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0``)
-vs the same layer replayed from CUDA graphs (``WordLSTM.by_graph``, the default).
+vs the same layer replayed from CUDA graphs (``WordLSTM.by_graph``, the default), and for 16-bit
+heads vs graphs of the per-step Triton kernel (``VLLM_FACTORY_GLINER_LSTM_KERNEL=steps``).
 
 For B texts of ``--steps`` words (lengths spread down to half), per width (512 = deberta_gliner's
 bench head, 768 = mmbert / mt5) and dtype: the serial time of a call (synchronised before and
@@ -16,7 +17,7 @@ import json
 import os
 
 import torch
-from vllm_factory.heads.gliner.head import LSTM_GRAPHS_ENV, WordLSTM
+from vllm_factory.heads.gliner.head import LSTM_GRAPHS_ENV, LSTM_KERNEL_ENV, WordLSTM
 from vllm_factory.testing.gputime import serial_and_returned
 
 
@@ -37,8 +38,12 @@ def main() -> None:
                 words = torch.randn(batch, args.steps, width, device="cuda", dtype=dtype)
                 row = {"dtype": str(dtype).split(".")[-1], "width": width, "batch": batch,
                        "steps": args.steps}  # fmt: skip
-                for name, value in (("cudnn", "0"), ("graph", "1")):
-                    os.environ[LSTM_GRAPHS_ENV] = value
+                cases = [("cudnn", "0", ""), ("graph", "1", "")]
+                if dtype != torch.float32:
+                    cases.append(("step_kernel_graph", "1", "steps"))
+                for name, graphs, kernel in cases:
+                    os.environ[LSTM_GRAPHS_ENV] = graphs
+                    os.environ[LSTM_KERNEL_ENV] = kernel
                     rnn(words, lengths)  # capture / warm-up
                     serial, returned = serial_and_returned(
                         functools.partial(rnn, words, lengths), 20
