@@ -107,6 +107,22 @@ def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
         f"B={batch} {dtype}: max |kernel - cudnn| {diff:.3g}, |per-step kernel - cudnn| "
         f"{diff_steps:.3g}; kernel spills {spills()}"
     )
+    from vllm_factory.kernels import _triton_lstm
+
+    for block_h, k_chunk, warps in [(16, 64, 4), (16, 128, 4), (32, 64, 4), (16, 64, 2)]:
+        tile = functools.partial(
+            _triton_lstm.lstm_triton_steps, gates, w_hh, lengths_gpu,
+            block_h=block_h, k_chunk=k_chunk, num_warps=warps,
+        )  # fmt: skip
+        try:
+            serial, _ = replayed(tile)
+        except Exception as exc:  # noqa: BLE001 - e.g. triton's OutOfResources: report, go on
+            print(f"  per-step BLOCK_H={block_h} K_CHUNK={k_chunk} num_warps={warps}: {exc}")
+            continue
+        print(
+            f"  per-step BLOCK_H={block_h} K_CHUNK={k_chunk} num_warps={warps}, CUDA graph: "
+            f"{serial:.2f} ms"
+        )
     out = torch.zeros(batch, steps, 2 * hidden, device="cuda", dtype=dtype)
     state = torch.zeros(6 * batch * hidden, device="cuda")
     for block_h, warps, stages in [(32, 4, 2), (32, 8, 2), (64, 4, 2), (64, 8, 1), (16, 4, 2)]:

@@ -227,20 +227,27 @@ def _bilstm_step_kernel(
 
 
 def lstm_triton_steps(
-    gates_x: torch.Tensor, w_hh: torch.Tensor, lengths: torch.Tensor
+    gates_x: torch.Tensor,
+    w_hh: torch.Tensor,
+    lengths: torch.Tensor,
+    *,
+    block_h: int = 16,
+    k_chunk: int = 64,
+    num_warps: int = 4,
 ) -> torch.Tensor:
     """``bidirectional_lstm`` as one launch of :func:`_bilstm_step_kernel` per time step, both
     directions in each (arguments already validated). Meant for capture in a CUDA graph: eager,
-    its T launches cost the CPU what cuDNN's 4T do."""
+    its T launches cost the CPU what cuDNN's 4T do. ``block_h`` / ``k_chunk`` / ``num_warps``:
+    the tile (powers of two, at least 16), for ``benchmarks/bench_bilstm.py``'s sweep."""
     batch, steps, _, four_h = gates_x.shape
     hidden = four_h // 4
     out, gates_x, w_hh, h_buffers, cells = _buffers(gates_x, w_hh)
     if batch == 0 or steps == 0:
         return out
-    # 16 units a program: 4 gates x 16 units x H of W_hh (48 KiB for H = 384 in 16 bits), so
-    # H = 384 spreads over 24 programs a direction; h and W_hh 64 columns / rows at a time.
-    block_h, block_b = 16, 16
-    k_chunk = min(64, max(16, next_power_of_2(hidden)))
+    # By default 16 units a program: 4 gates x 16 units x H of W_hh (48 KiB for H = 384 in 16
+    # bits), so H = 384 spreads over 24 programs a direction; h and W_hh 64 columns at a time.
+    block_b = 16
+    k_chunk = min(k_chunk, max(16, next_power_of_2(hidden)))
     grid = (triton.cdiv(hidden, block_h), 2, triton.cdiv(batch, block_b))
     for step in range(steps):
         _bilstm_step_kernel[grid](
@@ -249,6 +256,6 @@ def lstm_triton_steps(
             gates_x.stride(0), gates_x.stride(1), gates_x.stride(2),
             out.stride(0), out.stride(1),
             BLOCK_B=block_b, BLOCK_H=block_h, K_CHUNK=k_chunk,
-            IEEE=w_hh.dtype == torch.float32, num_warps=4,
+            IEEE=w_hh.dtype == torch.float32, num_warps=num_warps,
         )  # fmt: skip
     return out
