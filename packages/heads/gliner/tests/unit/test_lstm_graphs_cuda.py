@@ -98,19 +98,9 @@ def test_two_stream_graphs_match_cudnn_packed(dtype, monkeypatch):
     of its own, beside the forward one; replays give cuDNN's packed BiLSTM."""
     torch.manual_seed(0)
     rnn = WordLSTM(512, 1).to("cuda", dtype).eval()
-    for seed, (batch, steps) in enumerate([(13, 300), (9, 290), (3, 40)]):
-        words, lengths = word_batch(batch, steps, 512, dtype, seed)
-        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "0")
-        expected = rnn(words, lengths)
-        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "1")
-        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS", "1")
-        got = rnn(words, lengths)
-        monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS")
-        real = torch.cat([(got - expected)[row, :n] for row, n in enumerate(lengths.tolist())])
-        worst, mean = real.abs().max().item(), real.abs().float().mean().item()
-        assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
+    replays_match_cudnn(rnn, 512, dtype, monkeypatch, "VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS", "1")
     assert not rnn._graphs_failed and rnn._branch is not None
-    assert all(key[-1] for key in rnn._graphs)
+    assert all(two_streams for *_, two_streams, _ in rnn._graphs)
 
 
 @pytest.mark.parametrize("width", [512, 768])
@@ -122,16 +112,22 @@ def test_graphs_of_the_per_step_kernel_match_cudnn_packed(width, monkeypatch):
     torch.manual_seed(0)
     dtype = torch.bfloat16
     rnn = WordLSTM(width, 1).to("cuda", dtype).eval()
+    replays_match_cudnn(rnn, width, dtype, monkeypatch, "VLLM_FACTORY_GLINER_LSTM_KERNEL", "steps")
+    assert not rnn._graphs_failed
+    assert all(step_kernel for *_, step_kernel in rnn._graphs), "each graph holds the kernel"
+
+
+def replays_match_cudnn(rnn, width, dtype, monkeypatch, env: str, value: str) -> None:
+    """Steps of two buckets: graph replays with ``env=value`` against cuDNN's packed BiLSTM
+    (graphs off), at every real word."""
     for seed, (batch, steps) in enumerate([(13, 300), (9, 290), (3, 40)]):
         words, lengths = word_batch(batch, steps, width, dtype, seed)
         monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "0")
         expected = rnn(words, lengths)
-        monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS")
-        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_KERNEL", "steps")
+        monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "1")
+        monkeypatch.setenv(env, value)
         got = rnn(words, lengths)
-        monkeypatch.delenv("VLLM_FACTORY_GLINER_LSTM_KERNEL")
+        monkeypatch.delenv(env)
         real = torch.cat([(got - expected)[row, :n] for row, n in enumerate(lengths.tolist())])
         worst, mean = real.abs().max().item(), real.abs().float().mean().item()
         assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
-    assert not rnn._graphs_failed
-    assert all(key[-1] for key in rnn._graphs), "every graph holds the per-step kernel"
