@@ -97,9 +97,10 @@ class WordLSTM(nn.Module):
             width, width // 2, num_layers=layers, bidirectional=True, batch_first=True
         )
         # Not submodules (the state dict keeps gliner's names): per layer, the two directions
-        # as unidirectional LSTMs (built at first use, after loading), and the CUDA graphs of
-        # :meth:`by_graph` per (batch, steps, dtype, device) bucket.
+        # as unidirectional LSTMs and :meth:`by_kernel`'s stacked weights (both built at first
+        # use, after loading), and the CUDA graphs of :meth:`by_graph` per bucket.
         self._directions: list[tuple[nn.LSTM, nn.LSTM]] = []
+        self._stacked: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._graphs: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]] = {}
         self._graph_pool: object = None
         self._graphs_failed = False
@@ -203,7 +204,8 @@ class WordLSTM(nn.Module):
         """:meth:`by_directions` replayed from a CUDA graph captured at the first step of each
         bucket (batch to the next power of two, words to the next multiple of
         :data:`GRAPH_STEPS`; opted in, of :meth:`by_kernel`'s per-step kernel instead): a few
-        launches per step instead of cuDNN's two per word and direction, which held ~40 % of the engine core's thread at 64 clients on an H200
+        launches per step instead of cuDNN's two per word and direction, which held ~40 % of
+        the engine core's thread at 64 clients on an H200
         (``deberta_gliner/benchmarks/results/h200/profile-64-clients``). ``None`` (the caller
         runs cuDNN) while a CUDA graph is being captured elsewhere, or after a capture failed
         (said once)."""
@@ -240,9 +242,10 @@ class WordLSTM(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]:
         inputs = torch.zeros(batch, steps, width, dtype=dtype, device=device)
         ends = torch.zeros(batch, dtype=torch.long, device=device)
+        two_streams = two_streams and not step_kernel  # the kernel runs both directions at once
         if two_streams and self._branch is None:
             self._branch = torch.cuda.Stream(device)
-        branch = self._branch if two_streams and not step_kernel else None
+        branch = self._branch if two_streams else None
 
         def layers() -> torch.Tensor:
             if step_kernel:
@@ -277,27 +280,36 @@ class WordLSTM(nn.Module):
     ) -> torch.Tensor:
         """The same layers through ``vllm_factory.kernels.bidirectional_lstm``: per layer, one
         GEMM for both directions' input gates, then the recurrence (``backend`` and
-        ``per_step`` as there; the weights are stacked without autograd, which would send
+        ``per_step`` as there; the weights are stacked once, without autograd, which would send
         ``"auto"`` to the fallback). ``lengths`` on the CPU or on ``words``' device."""
-        lstm, (batch, steps, _) = self.lstm, words.shape
+        batch, steps, _ = words.shape
         if words.is_cuda and not lengths.is_cuda:
             lengths = lengths.pin_memory().to(words.device, non_blocking=True)
         out = words
-        for layer in range(lstm.num_layers):
-            with torch.no_grad():  # [forward, backward] of each parameter of the layer
+        for layer in range(self.lstm.num_layers):
+            w_ih, w_hh, bias = self._stacked_layer(layer)
+            gates = torch.addmm(bias, out.reshape(batch * steps, -1), w_ih)
+            out = bidirectional_lstm(
+                gates.view(batch, steps, 2, -1), w_hh, lengths, backend=backend, per_step=per_step
+            )
+        return out
+
+    def _stacked_layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`by_kernel`'s weights of ``layer``, [forward, backward] stacked: ``W_ih^T``
+        ``[input, 8H]``, ``W_hh`` ``[2, 4H, H]`` and ``b_ih + b_hh`` ``[8H]``; made at the first
+        call on the weights' device and dtype (after loading), not at every step."""
+        lstm = self.lstm
+        key = (layer, lstm.weight_hh_l0.device, lstm.weight_hh_l0.dtype)
+        if key not in self._stacked:
+            with torch.no_grad():
                 w_ih, w_hh, b_ih, b_hh = (
                     torch.stack(
                         [getattr(lstm, f"{kind}_l{layer}{side}") for side in ("", "_reverse")]
                     )
                     for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
                 )
-            gates = torch.addmm(
-                (b_ih + b_hh).flatten(), out.reshape(batch * steps, -1), w_ih.flatten(0, 1).T
-            )
-            out = bidirectional_lstm(
-                gates.view(batch, steps, 2, -1), w_hh, lengths, backend=backend, per_step=per_step
-            )
-        return out
+            self._stacked[key] = (w_ih.flatten(0, 1).T, w_hh, (b_ih + b_hh).flatten())
+        return self._stacked[key]
 
 
 # Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
