@@ -63,7 +63,7 @@ def replayed(fn) -> tuple[float, float]:
 
 
 def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
-    from vllm_factory.kernels import bidirectional_lstm
+    from vllm_factory.kernels import _triton_lstm, bidirectional_lstm
 
     hidden, dtype = lstm.hidden_size, lstm.weight_hh_l0.dtype
     w_ih = torch.stack([lstm.weight_ih_l0, lstm.weight_ih_l0_reverse])
@@ -107,8 +107,6 @@ def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
         f"B={batch} {dtype}: max |kernel - cudnn| {diff:.3g}, |per-step kernel - cudnn| "
         f"{diff_steps:.3g}; kernel spills {spills()}"
     )
-    from vllm_factory.kernels import _triton_lstm
-
     for block_h, k_chunk, warps in [(16, 64, 4), (16, 128, 4), (32, 64, 4), (16, 64, 2)]:
         tile = functools.partial(
             _triton_lstm.lstm_triton_steps, gates, w_hh, lengths_gpu,

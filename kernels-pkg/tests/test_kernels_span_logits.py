@@ -61,14 +61,13 @@ def test_dtypes_must_agree() -> None:
 def test_per_step_arguments_compile_no_variants() -> None:
     # A served step's span count, label count and output stride change with its prompts; a
     # Triton variant per value class of each (== 1, divisible by 16, other) would be compiled
-    # inside the engine at the first step of a new class. Same for the BiLSTM's batch and steps.
+    # inside the engine at the first step of a new class.
     pytest.importorskip("triton")
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("the interpreter's functions carry no specialisation")
-    from vllm_factory.kernels import _triton_lstm, _triton_span_logits
+    from vllm_factory.kernels import _triton_span_logits
 
-    for kernel, names in (
-        (_triton_span_logits._span_logits_kernel, {"n_spans", "n_labels", "stride_o"}),
-        (_triton_lstm._bilstm_kernel, {"batch", "steps", "stride_gb", "stride_ob"}),
-    ):
-        assert names <= {p.name for p in kernel.params if p.do_not_specialize}
+    kernel = _triton_span_logits._span_logits_kernel
+    assert {"n_spans", "n_labels", "stride_o"} <= {
+        p.name for p in kernel.params if p.do_not_specialize
+    }
