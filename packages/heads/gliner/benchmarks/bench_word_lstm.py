@@ -1,6 +1,7 @@
 """The GLiNER head's BiLSTM on a GPU: cuDNN's packed BiLSTM (``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0``)
-vs the same layer replayed from CUDA graphs (``WordLSTM.by_graph``, the default), and for 16-bit
-heads vs graphs of the per-step Triton kernel (``VLLM_FACTORY_GLINER_LSTM_KERNEL=steps``).
+vs the same layer replayed from CUDA graphs of cuDNN's cell (``WordLSTM.by_graph`` with
+``VLLM_FACTORY_GLINER_LSTM_KERNEL=cudnn``, a float32 head's default), and for 16-bit heads vs
+graphs of the per-step Triton kernel (their default, ``VLLM_FACTORY_GLINER_LSTM_KERNEL=steps``).
 
 For B texts of ``--steps`` words (lengths spread down to half), per width (512 = deberta_gliner's
 bench head, 768 = mmbert / mt5) and dtype: the serial time of a call (synchronised before and
@@ -38,7 +39,7 @@ def main() -> None:
                 words = torch.randn(batch, args.steps, width, device="cuda", dtype=dtype)
                 row = {"dtype": str(dtype).split(".")[-1], "width": width, "batch": batch,
                        "steps": args.steps}  # fmt: skip
-                cases = [("cudnn", "0", ""), ("graph", "1", "")]
+                cases = [("cudnn", "0", "cudnn"), ("graph", "1", "cudnn")]
                 if dtype != torch.float32:
                     cases.append(("step_kernel_graph", "1", "steps"))
                 for name, graphs, kernel in cases:

@@ -150,21 +150,27 @@ def test_word_lstm_kernel_path_gives_the_kernel_no_autograd_inputs(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("env", "is_cuda", "dtype", "wanted"),
+    ("env", "is_cuda", "dtype", "kernel", "steps"),
     [
-        ("1", True, torch.bfloat16, True),
-        ("1", True, torch.float16, True),
-        # Off unless asked: served, cuDNN beat the kernel on an H200 (kernels-pkg/README.md).
-        ("", True, torch.bfloat16, False),
-        ("0", True, torch.bfloat16, False),
-        # A float32 head (``--hf-overrides '{"head_dtype": "float32"}'``): the kernel's float32
-        # variant took 96 ms a call on an H200 (cuDNN 7 ms), so it stays on cuDNN.
-        ("1", True, torch.float32, False),
-        ("1", False, torch.bfloat16, False),
+        # By default a 16-bit head's BiLSTM graphs hold the per-step kernel (it beat cuDNN's
+        # cell served on an H200, 2026-12-02); "1" is the one-launch kernel without graphs.
+        ("", True, torch.bfloat16, False, True),
+        ("steps", True, torch.float16, False, True),
+        ("1", True, torch.bfloat16, True, False),
+        ("1", True, torch.float16, True, False),
+        ("cudnn", True, torch.bfloat16, False, False),
+        ("0", True, torch.bfloat16, False, False),
+        # A float32 head (``--hf-overrides '{"head_dtype": "float32"}'``): the kernels' float32
+        # variants took 96 ms a call on an H200 (cuDNN 7 ms), so it stays on cuDNN.
+        ("", True, torch.float32, False, False),
+        ("1", True, torch.float32, False, False),
+        ("steps", True, torch.float32, False, False),
+        ("", False, torch.bfloat16, False, False),
+        ("1", False, torch.bfloat16, False, False),
     ],
 )
-def test_lstm_kernel_only_for_opted_in_16_bit_heads_on_gpus(
-    monkeypatch, env, is_cuda, dtype, wanted
+def test_lstm_kernels_only_for_16_bit_heads_on_gpus(
+    monkeypatch, env, is_cuda, dtype, kernel, steps
 ):
     """The served head's choice, without a GPU: only ``is_cuda`` and ``dtype`` are read (and
     Triton taken as importable, as on a CUDA host)."""
@@ -177,11 +183,27 @@ def test_lstm_kernel_only_for_opted_in_16_bit_heads_on_gpus(
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     words = types.SimpleNamespace(is_cuda=is_cuda, dtype=dtype, requires_grad=False)
-    assert head_module.lstm_kernel_wanted(words) is wanted
-    assert not head_module.lstm_step_kernel_wanted(words)  # "1" is the one-launch kernel
-    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "steps" if env == "1" else env)
-    assert head_module.lstm_step_kernel_wanted(words) is wanted  # same terms for "steps"
-    assert not head_module.lstm_kernel_wanted(words)
+    assert head_module.lstm_kernel_wanted(words) is kernel
+    assert head_module.lstm_step_kernel_wanted(words) is steps
+
+
+def test_only_a_float32_head_that_asked_for_a_kernel_is_told_it_keeps_cudnn(monkeypatch):
+    import types
+
+    import vllm_factory.heads.gliner.head as head_module
+    import vllm_factory.kernels._dispatch as dispatch
+
+    said = []
+    monkeypatch.setattr(head_module, "_say_float32_head_keeps_cudnn", lambda *a: said.append(a))
+    monkeypatch.setattr(dispatch, "triton_available", lambda: True)
+    monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
+    words = types.SimpleNamespace(is_cuda=True, dtype=torch.float32, requires_grad=False)
+    monkeypatch.delenv(head_module.LSTM_KERNEL_ENV, raising=False)
+    assert not head_module.lstm_step_kernel_wanted(words)
+    assert said == []  # the default says nothing
+    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "steps")
+    assert not head_module.lstm_step_kernel_wanted(words)
+    assert said == [(torch.float32, "steps")]
 
 
 def test_no_lstm_kernel_where_triton_is_off(monkeypatch):
@@ -443,17 +465,18 @@ def test_head_runs_in_the_model_dtype_unless_the_config_names_one(named, expecte
     assert head_dtype(model_config) == expected
 
 
-def test_span_kernel_is_opt_in_and_changes_no_score_on_the_cpu(monkeypatch):
-    """``VLLM_FACTORY_GLINER_SPAN_KERNEL=1`` hands the folded span scoring to
-    ``span_logits`` with ``backend="auto"`` (Triton on a GPU; its kernel is checked against the
-    fallback in the kernels' interpreter suite); on the CPU that is the same fallback."""
+def test_span_kernel_is_the_default_and_changes_no_score_on_the_cpu(monkeypatch):
+    """By default the folded span scoring goes to ``span_logits`` with ``backend="auto"``
+    (Triton on a GPU; its kernel is checked against the fallback in the kernels' interpreter
+    suite); on the CPU that is the same fallback. ``VLLM_FACTORY_GLINER_SPAN_KERNEL=0`` keeps
+    ``embedding_bag`` and ``addmm``."""
     import vllm_factory.heads.gliner.head as head_module
 
     model = head()
     prompts = [prompt(2, (1, 2, 1, 1, 1), 0), prompt(3, (2, 1, 1), 1)]
     requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
     hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
-    monkeypatch.delenv(head_module.SPAN_KERNEL_ENV, raising=False)
+    monkeypatch.setenv(head_module.SPAN_KERNEL_ENV, "0")
     assert head_module.span_kernel_backend() == "torch"
     default = model(hidden, requests)
     calls = []
@@ -464,7 +487,8 @@ def test_span_kernel_is_opt_in_and_changes_no_score_on_the_cpu(monkeypatch):
         return real(table, rows, weight, bias, backend=backend)
 
     monkeypatch.setattr(head_module, "span_logits", spy)
-    monkeypatch.setenv(head_module.SPAN_KERNEL_ENV, "1")
+    monkeypatch.delenv(head_module.SPAN_KERNEL_ENV)
+    assert head_module.span_kernel_backend() == "auto"
     for a, b in zip(default, model(hidden, requests)):
         assert torch.equal(a, b)
     assert calls == ["auto"]

@@ -34,6 +34,9 @@ def word_batch(batch: int, steps: int, width: int, dtype: torch.dtype, seed: int
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @torch.inference_mode()
 def test_graph_replays_match_cudnn_packed(dtype, width, monkeypatch):
+    """Graphs of cuDNN's cell (``VLLM_FACTORY_GLINER_LSTM_KERNEL=cudnn``; a float32 head's
+    only graphs) against cuDNN's packed BiLSTM."""
+    monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_KERNEL", "cudnn")
     torch.manual_seed(0)
     rnn = WordLSTM(width, 1).to("cuda", dtype).eval()
     # several steps of one bucket (stale buffer rows and words between them), then another
@@ -95,7 +98,9 @@ def test_outputs_survive_the_next_replay(monkeypatch):
 @torch.inference_mode()
 def test_two_stream_graphs_match_cudnn_packed(dtype, monkeypatch):
     """``VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS=1``: the backward direction captured on a stream
-    of its own, beside the forward one; replays give cuDNN's packed BiLSTM."""
+    of its own, beside the forward one (graphs of cuDNN's cell: the per-step kernel runs both
+    directions in one launch); replays give cuDNN's packed BiLSTM."""
+    monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_KERNEL", "cudnn")
     torch.manual_seed(0)
     rnn = WordLSTM(512, 1).to("cuda", dtype).eval()
     replays_match_cudnn(rnn, 512, dtype, monkeypatch, "VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS", "1")
@@ -106,8 +111,9 @@ def test_two_stream_graphs_match_cudnn_packed(dtype, monkeypatch):
 @pytest.mark.parametrize("width", [512, 768])
 @torch.inference_mode()
 def test_graphs_of_the_per_step_kernel_match_cudnn_packed(width, monkeypatch):
-    """``VLLM_FACTORY_GLINER_LSTM_KERNEL=steps``: the graphs hold the per-step Triton kernel
-    (16-bit heads only) instead of cuDNN's directions, with the same results."""
+    """``VLLM_FACTORY_GLINER_LSTM_KERNEL=steps`` (the default, named): the graphs hold the
+    per-step Triton kernel (16-bit heads only) instead of cuDNN's directions, with the same
+    results."""
     pytest.importorskip("triton")
     torch.manual_seed(0)
     dtype = torch.bfloat16

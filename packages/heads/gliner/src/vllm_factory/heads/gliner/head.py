@@ -116,8 +116,9 @@ class WordLSTM(nn.Module):
         ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0`` or ``--enforce-eager`` turn that off, leaving
         cuDNN). ``vllm_factory.kernels.bidirectional_lstm`` does it in one launch
         (:meth:`by_kernel`); ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts a 16-bit head in to it
-        (:func:`lstm_kernel_wanted`), ``=steps`` to CUDA graphs of its one-launch-per-word form
-        instead of cuDNN's (:func:`lstm_step_kernel_wanted`)."""
+        (:func:`lstm_kernel_wanted`). By default a 16-bit head's graphs hold its
+        one-launch-per-word form instead of cuDNN's cell (:func:`lstm_step_kernel_wanted`;
+        ``=cudnn`` keeps cuDNN's)."""
         if lstm_kernel_wanted(words):
             return self.by_kernel(words, lengths, backend="auto")
         with exact_float32_rnn(words.dtype == torch.float32):
@@ -203,7 +204,7 @@ class WordLSTM(nn.Module):
     def by_graph(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor | None:
         """:meth:`by_directions` replayed from a CUDA graph captured at the first step of each
         bucket (batch to the next power of two, words to the next multiple of
-        :data:`GRAPH_STEPS`; opted in, of :meth:`by_kernel`'s per-step kernel instead): a few
+        :data:`GRAPH_STEPS`; of :meth:`by_kernel`'s per-step kernel for a 16-bit head): a few
         launches per step instead of cuDNN's two per word and direction, which held ~40 % of
         the engine core's thread at 64 clients on an H200
         (``deberta_gliner/benchmarks/results/h200/profile-64-clients``). ``None`` (the caller
@@ -312,7 +313,9 @@ class WordLSTM(nn.Module):
         return self._stacked[key]
 
 
-# Opt-in: the GLiNER head's BiLSTM through our Triton kernel on GPUs (see WordLSTM.forward).
+# The GLiNER head's BiLSTM on GPUs (see WordLSTM.forward): unset or "steps", a 16-bit head's
+# CUDA graphs hold our per-step Triton kernel; "cudnn", they hold cuDNN's cell; "1", the
+# one-launch kernel without graphs.
 LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
 # On by default, "0" turns it off: the GPU head's BiLSTM replayed from CUDA graphs
 # (WordLSTM.by_graph).
@@ -321,17 +324,21 @@ LSTM_GRAPHS_ENV = "VLLM_FACTORY_GLINER_LSTM_GRAPHS"
 GRAPH_STEPS = 64
 
 
-# Opt-in, "1": the folded span scoring through vllm_factory.kernels.span_logits' Triton kernel
-# on GPUs (the span hidden layer stays in registers; the fallback writes it out with
-# embedding_bag: 10.7 % of a step's GPU time on an H200, deberta_gliner benchmarks README).
+# On by default, "0" turns it off: the folded span scoring through
+# vllm_factory.kernels.span_logits' Triton kernel on GPUs (the span hidden layer stays in
+# registers; the fallback writes it out with embedding_bag: 10.8 % of a step's GPU time on an
+# H200, deberta_gliner benchmarks README).
 SPAN_KERNEL_ENV = "VLLM_FACTORY_GLINER_SPAN_KERNEL"
 
 
 def span_kernel_backend() -> str:
-    """``span_logits``' backend for the head: ``"auto"`` (Triton on a GPU) when opted in with
-    ``VLLM_FACTORY_GLINER_SPAN_KERNEL=1``, else ``"torch"`` (``embedding_bag`` and ``addmm``).
-    Opt-in until a GPU check and a timing against the fallback and ``torch.compile`` of it."""
-    return "auto" if os.environ.get(SPAN_KERNEL_ENV, "").strip() == "1" else "torch"
+    """``span_logits``' backend for the head: ``"auto"`` (Triton on a GPU, the PyTorch
+    fallback elsewhere or with ``VLLM_FACTORY_DISABLE_TRITON=1``) unless
+    ``VLLM_FACTORY_GLINER_SPAN_KERNEL=0``, which keeps ``"torch"`` (``embedding_bag`` and
+    ``addmm``). The default since it won served with the GPU busy (H200, 2026-12-02, async
+    scheduling, 256 clients: deberta_gliner 1264.5 vs 1138.3 req/s, mt5_gliner 1261.3 vs
+    1216.4; ``*-s26-variants-10s`` in their benchmark results)."""
+    return "torch" if os.environ.get(SPAN_KERNEL_ENV, "").strip() == "0" else "auto"
 
 
 # Opt-in, "1": inside the BiLSTM's CUDA graphs the two directions run on two streams (they
@@ -352,36 +359,43 @@ def lstm_graphs_wanted() -> bool:
 
 
 def lstm_kernel_wanted(words: torch.Tensor) -> bool:
-    """Whether the head's BiLSTM takes the Triton kernel: opted in with
-    ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, with 16-bit weights (the head's dtype), where
-    ``vllm_factory.kernels`` would run Triton for it (``select_backend``: a GPU, Triton
-    importable and not ``VLLM_FACTORY_DISABLE_TRITON``, not compiling, no autograd).
+    """Whether the head's BiLSTM takes the one-launch Triton kernel (:meth:`WordLSTM.by_kernel`)
+    instead of CUDA graphs: opted in with ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, on the terms
+    of :func:`_lstm_kernel_fits`.
 
     Opt-in because served it lost to cuDNN on an H200 (2026-11-27, bf16 heads, 512-token texts):
     deberta_gliner 502 vs 550 req/s at its peak, mmbert_gliner and mt5_gliner (H = 384 per
-    direction) 67 / 56 ms vs 29 / 26 ms at one client (kernels-pkg/README.md). A float32 head
-    never takes it (its float32 variant: 96 ms a call for one 330-word text, cuDNN 7 ms) and
-    says so once."""
-    return _lstm_kernel_chosen(words, "1")
+    direction) 67 / 56 ms vs 29 / 26 ms at one client (kernels-pkg/README.md)."""
+    value = os.environ.get(LSTM_KERNEL_ENV, "").strip()
+    return value == "1" and _lstm_kernel_fits(words, value)
 
 
 def lstm_step_kernel_wanted(words: torch.Tensor) -> bool:
     """Whether :meth:`WordLSTM.by_graph` captures the per-step kernel (``bidirectional_lstm(...,
     per_step=True)``: one launch per word for both directions) instead of cuDNN's two per word
-    and direction: opted in with ``VLLM_FACTORY_GLINER_LSTM_KERNEL=steps``, on the terms of
-    :func:`lstm_kernel_wanted`. Opt-in until timed and served side by side on a GPU (cuDNN's
-    BiLSTM was 27 - 34 % of a served GLiNER step's kernel time on an H200, 2026-12-01)."""
-    return _lstm_kernel_chosen(words, "steps")
+    and direction: the default (``VLLM_FACTORY_GLINER_LSTM_KERNEL`` unset or ``steps``; any
+    other value keeps cuDNN's cell, e.g. ``cudnn``), on the terms of :func:`_lstm_kernel_fits`.
+
+    The default since it won on an H200 (2026-12-02, bf16): a graph of one bucket 2.8 - 3.9 ms
+    against 4.0 - 5.5 ms for cuDNN's (330 words, batch 1 - 64, ``bench_word_lstm.py``); served
+    with async scheduling, deberta_gliner 1238.5 vs 1138.3 req/s at 256 clients (1262.3 at 64),
+    mt5_gliner 1297.1 vs 1210.3 at 64 (``*-s26-variants-10s`` in their benchmark results)."""
+    value = os.environ.get(LSTM_KERNEL_ENV, "").strip()
+    return value in ("", "steps") and _lstm_kernel_fits(words, value)
 
 
-def _lstm_kernel_chosen(words: torch.Tensor, value: str) -> bool:
-    if os.environ.get(LSTM_KERNEL_ENV, "").strip() != value:
-        return False
+def _lstm_kernel_fits(words: torch.Tensor, value: str) -> bool:
+    """A 16-bit head (its dtype) where ``vllm_factory.kernels`` would run Triton for it
+    (``select_backend``: a GPU, Triton importable and not ``VLLM_FACTORY_DISABLE_TRITON``, not
+    compiling, no autograd). A float32 head keeps cuDNN (the kernels' float32 variants: 96 ms
+    a call for one 330-word text against cuDNN's 7 ms), and says so once where a value of
+    ``VLLM_FACTORY_GLINER_LSTM_KERNEL`` asked for a kernel."""
     if select_backend("auto", words) != "triton":
         return False
     if words.dtype in (torch.float16, torch.bfloat16):
         return True
-    _say_float32_head_keeps_cudnn(words.dtype, value)
+    if value:
+        _say_float32_head_keeps_cudnn(words.dtype, value)
     return False
 
 
