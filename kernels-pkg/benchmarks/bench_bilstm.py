@@ -107,7 +107,8 @@ def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
         f"B={batch} {dtype}: max |kernel - cudnn| {diff:.3g}, |per-step kernel - cudnn| "
         f"{diff_steps:.3g}; kernel spills {spills()}"
     )
-    for block_h, k_chunk, warps in [(16, 64, 4), (16, 128, 4), (32, 64, 4), (16, 64, 2)]:
+    tiles = [(16, 128, 4), (16, 64, 4), (32, 128, 4), (16, 256, 4), (16, 128, 8)]
+    for block_h, k_chunk, warps in tiles:
         tile = functools.partial(
             _triton_lstm.lstm_triton_steps, gates, w_hh, lengths_gpu,
             block_h=block_h, k_chunk=k_chunk, num_warps=warps,

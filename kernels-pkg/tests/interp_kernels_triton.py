@@ -425,19 +425,23 @@ def test_lstm_per_step(triton_calls, lengths: list[int], width: int, hidden: int
     close(out, bidirectional_lstm(gates, w_hh, lens, backend="torch"))
 
 
-@pytest.mark.parametrize(("block_h", "k_chunk"), [(32, 64), (16, 128), (16, 16)])
+@pytest.mark.parametrize(
+    ("block_h", "k_chunk", "hidden"), [(32, 64, 40), (16, 128, 160), (32, 128, 160), (16, 16, 40)]
+)
 @torch.no_grad()
-def test_lstm_per_step_tiles(block_h: int, k_chunk: int) -> None:
-    """The tiles bench_bilstm.py sweeps give the same layer (H = 40: ragged unit blocks)."""
-    lstm, x, lens = lstm_case([9, 7, 3], 48, 40, seed=3)
+def test_lstm_per_step_tiles(block_h: int, k_chunk: int, hidden: int) -> None:
+    """The tiles bench_bilstm.py sweeps give the same layer (H = 40 and 160: ragged unit
+    blocks; 160 with 128 columns a chunk: a ragged last chunk of h and W_hh)."""
+    lstm, x, lens = lstm_case([9, 7, 3], 48, hidden, seed=3)
     gates, w_hh = lstm_inputs(lstm, x)
     out = _triton_lstm.lstm_triton_steps(gates, w_hh, lens, block_h=block_h, k_chunk=k_chunk)
     close(out, bidirectional_lstm(gates, w_hh, lens, backend="torch"))
 
 
+@pytest.mark.parametrize("hidden", [32, 160])  # 160: two chunks of the 16-bit default 128
 @torch.no_grad()
-def test_lstm_per_step_half_precision(triton_calls) -> None:
-    lstm, x, lens = lstm_case([6, 4, 1], 32, 32)
+def test_lstm_per_step_half_precision(triton_calls, hidden: int) -> None:
+    lstm, x, lens = lstm_case([6, 4, 1], 32, hidden)
     gates, w_hh = lstm_inputs(lstm, x.half())
     out = bidirectional_lstm(gates, w_hh, lens, backend="triton", per_step=True)
     assert triton_calls == ["lstm_triton_steps"] and out.dtype == torch.float16
