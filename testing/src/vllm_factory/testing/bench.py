@@ -1148,7 +1148,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     ap.add_argument(
         "--variant", action="append", default=[], type=_variant_arg, metavar="JSON",
         help='the plugin once more with its own environment / server args, e.g. '
-        '\'{"name": "spans", "env": {"VLLM_FACTORY_GLINER_SPAN_KERNEL": "1"}}\'; with '
+        '\'{"name": "cudnn", "env": {"VLLM_FACTORY_GLINER_LSTM_KERNEL": "cudnn"}}\'; with '
         '"of": "native" vLLM\'s native model instead (repeatable)',
     )  # fmt: skip
     ap.add_argument(
