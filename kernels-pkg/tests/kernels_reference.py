@@ -1,9 +1,13 @@
-"""Plain, deliberately naive PyTorch references shared by the kernel tests (fp32 only)."""
+"""Plain, deliberately naive PyTorch references shared by the kernel tests (fp32 only), and
+their one look at a Triton kernel's compile-time specialisation."""
 
 from __future__ import annotations
 
+import importlib
 import math
+import os
 
+import pytest
 import torch
 
 
@@ -82,3 +86,14 @@ def ref_lstm(lstm: torch.nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) -> tor
 
     packed = lstm(pack_padded_sequence(x, lengths, batch_first=True))[0]
     return pad_packed_sequence(packed, batch_first=True, total_length=x.shape[1])[0]
+
+
+def unspecialised(module: str, kernel: str) -> set[str]:
+    """Names of the arguments ``vllm_factory.kernels.<module>.<kernel>`` is not specialised on
+    (``do_not_specialize``); skips where Triton is absent or interpreted (the interpreter's
+    functions carry no specialisation)."""
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter's functions carry no specialisation")
+    jitted = getattr(importlib.import_module(f"vllm_factory.kernels.{module}"), kernel)
+    return {p.name for p in jitted.params if p.do_not_specialize}

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
-from kernels_reference import close, lstm_case, lstm_inputs, ref_lstm
+from kernels_reference import close, lstm_case, lstm_inputs, ref_lstm, unspecialised
 from vllm_factory.kernels import bidirectional_lstm
 
 CASES = [([1], 32, 32), ([9, 7, 7, 3, 1], 48, 32), ([5, 5], 40, 24), ([12, 2, 1], 64, 64)]
@@ -51,13 +49,8 @@ def test_per_step_arguments_compile_no_variants() -> None:
     # The batch, the words and the per-sequence strides change with every served step, and the
     # per-step kernel's ``step`` with every launch: a Triton variant per value class of each
     # (== 1, divisible by 16, other) would be compiled inside the engine.
-    pytest.importorskip("triton")
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("the interpreter's functions carry no specialisation")
-    from vllm_factory.kernels import _triton_lstm
-
     for kernel, names in (
-        (_triton_lstm._bilstm_kernel, {"batch", "steps", "stride_gb", "stride_ob"}),
-        (_triton_lstm._bilstm_step_kernel, {"step", "batch", "stride_gb", "stride_ob"}),
+        ("_bilstm_kernel", {"batch", "steps", "stride_gb", "stride_ob"}),
+        ("_bilstm_step_kernel", {"step", "batch", "stride_gb", "stride_ob"}),
     ):
-        assert names <= {p.name for p in kernel.params if p.do_not_specialize}
+        assert names <= unspecialised("_triton_lstm", kernel)

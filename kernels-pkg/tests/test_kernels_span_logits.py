@@ -3,10 +3,9 @@ same reference runs in the interpreter suite)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
+from kernels_reference import unspecialised
 from vllm_factory.kernels import select_backend, span_logits
 
 
@@ -62,12 +61,5 @@ def test_per_step_arguments_compile_no_variants() -> None:
     # A served step's span count, label count and output stride change with its prompts; a
     # Triton variant per value class of each (== 1, divisible by 16, other) would be compiled
     # inside the engine at the first step of a new class.
-    pytest.importorskip("triton")
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.skip("the interpreter's functions carry no specialisation")
-    from vllm_factory.kernels import _triton_span_logits
-
-    kernel = _triton_span_logits._span_logits_kernel
-    assert {"n_spans", "n_labels", "stride_o"} <= {
-        p.name for p in kernel.params if p.do_not_specialize
-    }
+    names = unspecialised("_triton_span_logits", "_span_logits_kernel")
+    assert {"n_spans", "n_labels", "stride_o"} <= names
