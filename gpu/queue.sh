@@ -7,12 +7,13 @@
 #
 # JOBS: a file of lines `NAME SECONDS COMMAND...` (blank lines and `#` comments skipped), run
 # one after the other from the checkout, each under `timeout SECONDS`, with $R (the results
-# folder, $HOME/res), $REFPY (the reference interpreter) and PYTHONPATH=$HOME/site set. First
-# the set-up: the vLLM wheelhouse parts in $HOME/stage (their install.sh), our wheels in
-# $HOME/dist, and, where present, the bench references in $HOME/bench-refs. Every finished job
-# (and the set-up) adds `NAME rc CODE SECONDS` to $R/progress; `--wait` returns once NAME (or
-# `all`, the end of the queue) is there or SECONDS have passed, and packs $R into $OUT/q.tgz
-# (without torch-profiler traces, which are large; their tables stay).
+# folder, $HOME/res), $REFPY (the reference interpreter), PYTHONPATH=$HOME/site and py-spy (from
+# the bench references) on PATH. First the set-up: the vLLM wheelhouse parts in $HOME/stage
+# (their install.sh), our wheels in $HOME/dist, and, where present, the bench references in
+# $HOME/bench-refs. Every finished job (and the set-up) adds `NAME rc CODE SECONDS` to
+# $R/progress; `--wait` returns once NAME (or `all`, the end of the queue) is there or SECONDS
+# have passed, and packs $R into $OUT/q.tgz (without torch-profiler traces, which are large;
+# their tables stay).
 set -o pipefail
 R=$HOME/res
 pack() {
@@ -39,6 +40,9 @@ setup() {
   if [ -f "$HOME/bench-refs/install.sh" ]; then
     ( cd "$HOME/bench-refs" && bash install.sh ) || return 5
   fi
+  # The bench's --py-spy finds py-spy on PATH; a --target install leaves it in $HOME/ref/bin.
+  mkdir -p "$HOME/tools"
+  [ -x "$HOME/ref/bin/py-spy" ] && ln -sf "$HOME/ref/bin/py-spy" "$HOME/tools/py-spy"
   printf '#!/bin/sh\nPYTHONPATH=%s/ref${PYTHONPATH:+:$PYTHONPATH} exec python3 "$@"\n' \
     "$HOME" > "$HOME/refpy"
   chmod +x "$HOME/refpy"
@@ -50,6 +54,7 @@ code=$?
 say setup "$code"
 [ "$code" = 0 ] || { say all "$code"; exit "$code"; }
 export R REFPY=$HOME/refpy PYTHONPATH=$HOME/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+export PATH=$HOME/tools:$PATH
 while read -r name seconds command; do
   case "$name" in '' | '#'*) continue ;; esac
   timeout "$seconds" bash -c "$command" < /dev/null > "$R/$name.log" 2>&1
