@@ -107,7 +107,7 @@ def bench_batch(lstm: torch.nn.LSTM, batch: int, steps: int) -> None:
         f"B={batch} {dtype}: max |kernel - cudnn| {diff:.3g}, |per-step kernel - cudnn| "
         f"{diff_steps:.3g}; kernel spills {spills()}"
     )
-    tiles = [(16, 128, 4), (16, 64, 4), (32, 128, 4), (16, 256, 4), (16, 128, 8)]
+    tiles = [(32, 128, 4), (16, 128, 4), (32, 64, 4), (64, 128, 4), (32, 128, 8)]
     for block_h, k_chunk, warps in tiles:
         tile = functools.partial(
             _triton_lstm.lstm_triton_steps, gates, w_hh, lengths_gpu,

@@ -231,28 +231,31 @@ def lstm_triton_steps(
     w_hh: torch.Tensor,
     lengths: torch.Tensor,
     *,
-    block_h: int = 16,
+    block_h: int | None = None,
     k_chunk: int | None = None,
     num_warps: int = 4,
 ) -> torch.Tensor:
     """``bidirectional_lstm`` as one launch of :func:`_bilstm_step_kernel` per time step, both
     directions in each (arguments already validated). Meant for capture in a CUDA graph: eager,
     its T launches cost the CPU what cuDNN's 4T do. ``block_h`` / ``k_chunk`` / ``num_warps``:
-    the tile (powers of two, at least 16), for ``benchmarks/bench_bilstm.py``'s sweep;
-    ``k_chunk`` by default 128 for 16-bit weights, 64 for float32."""
+    the tile (powers of two, at least 16), for ``benchmarks/bench_bilstm.py``'s sweep; by
+    default 32 units and 128 columns a chunk for 16-bit weights, 16 and 64 for float32."""
     batch, steps, _, four_h = gates_x.shape
     hidden = four_h // 4
     out, gates_x, w_hh, h_buffers, cells = _buffers(gates_x, w_hh)
     if batch == 0 or steps == 0:
         return out
-    # By default 16 units a program: 4 gates x 16 units x H of W_hh (48 KiB for H = 384 in 16
-    # bits), so H = 384 spreads over 24 programs a direction; h and W_hh 128 columns at a time
-    # in 16 bits (an H200's sweep, bf16, H = 384, T = 330, from a CUDA graph: 1.69 / 2.26 /
-    # 2.95 ms at B = 1 / 16 / 64 against 2.23 / 2.84 / 3.26 ms for 64 columns;
-    # kernels-pkg/benchmarks/results/h200-bilstm-s26.txt).
+    # 16-bit weights: 32 units a program (H = 384: 12 programs a direction), h and W_hh 128
+    # columns at a time. An H200's sweeps (bf16, H = 384, T = 330, from a CUDA graph, at B = 1 /
+    # 16 / 64): 16 units x 64 columns 2.23 / 2.84 / 3.26 ms, 16 x 128 1.69 / 2.26 / 2.95
+    # (kernels-pkg/benchmarks/results/h200-bilstm-s26.txt), 32 x 128 1.59 / 2.06 / 2.32
+    # (h200-bilstm-s27.txt). float32 weights: 16 units x 64 columns (registers).
     block_b = 16
+    wide = w_hh.dtype != torch.float32
+    if block_h is None:
+        block_h = 32 if wide else 16
     if k_chunk is None:
-        k_chunk = 64 if w_hh.dtype == torch.float32 else 128
+        k_chunk = 128 if wide else 64
     k_chunk = min(k_chunk, max(16, next_power_of_2(hidden)))
     grid = (triton.cdiv(hidden, block_h), 2, triton.cdiv(batch, block_b))
     for step in range(steps):
