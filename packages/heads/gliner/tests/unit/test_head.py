@@ -577,7 +577,7 @@ def test_row_buckets_change_no_score(monkeypatch, labels, projection):
 @pytest.mark.parametrize("labels", [(2, 2), (3, 3)])
 @pytest.mark.parametrize("pooling", ["first", "mean"])
 def test_span_graphs_fixed_shape_path_changes_no_score(monkeypatch, labels, pooling):
-    """The span graphs' body (opt-in, ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=1``) run on the CPU on
+    """The span graphs' body (on the CPU with ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=1``) run on
     its static buffers: steps of one bucket with fewer and more words one after the other
     (stale rows past a step's words), a second bucket, and steps it does not take (label counts
     that differ between prompts) all score as the eager head."""
@@ -603,7 +603,7 @@ def test_span_graphs_fixed_shape_path_changes_no_score(monkeypatch, labels, pool
     for prompts in steps:
         requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
         hidden = [torch.randn(len(r.token_ids), 12, dtype=torch.float64) for r in requests]
-        monkeypatch.delenv(head_module.SPAN_GRAPHS_ENV, raising=False)
+        monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "0")
         eager = model(hidden, requests)
         monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "1")
         for a, b in zip(eager, model(hidden, requests)):
@@ -614,13 +614,18 @@ def test_span_graphs_fixed_shape_path_changes_no_score(monkeypatch, labels, pool
     assert all(rows >= 16 for rows, _, _ in built)
 
 
-def test_span_graphs_are_opt_in_and_never_on_an_eager_server(monkeypatch):
+def test_span_graphs_are_the_gpu_default_and_never_on_an_eager_server(monkeypatch):
     import vllm_factory.heads.gliner.head as head_module
 
     words = torch.zeros(3, 8)
+    gpu, cpu = torch.device("cuda", 0), torch.device("cpu")
     monkeypatch.delenv(head_module.SPAN_GRAPHS_ENV, raising=False)
+    assert head_module.span_graphs_wanted(gpu) and not head_module.span_graphs_wanted(cpu)
     assert not head_module.SpanGraphs(True).takes(words)
+    monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "0")
+    assert not head_module.span_graphs_wanted(gpu) and not head_module.span_graphs_wanted(cpu)
     monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "1")
+    assert head_module.span_graphs_wanted(gpu) and head_module.span_graphs_wanted(cpu)
     assert head_module.SpanGraphs(True).takes(words)
     assert head(cuda_graphs=False).span_graphs.cuda_graphs is False
     graphs = head_module.SpanGraphs(True, limit=0)  # past the limit: the eager head scores

@@ -1,5 +1,5 @@
-"""The GLiNER head's span scoring replayed from CUDA graphs (``SpanGraphs``; opt-in,
-``VLLM_FACTORY_GLINER_SPAN_GRAPHS=1``) against the same head scoring eagerly, on a GPU.
+"""The GLiNER head's span scoring replayed from CUDA graphs (``SpanGraphs``; the GPU default,
+off with ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=0``) against the same head scoring eagerly, on a GPU.
 CUDA only: on a CPU host these are skipped (and counted as such; ``test_head.py`` checks the
 same fixed-shape path eagerly on the CPU); the GPU check's host runs them."""
 
@@ -47,9 +47,9 @@ def test_replays_score_as_the_eager_head(dtype, monkeypatch):
         built = [request(*shape) for shape in step]
         requests = [r for r, _ in built]
         hidden = [torch.randn(n, 768, device="cuda", dtype=dtype) for _, n in built]
-        monkeypatch.delenv(SPAN_GRAPHS_ENV, raising=False)
+        monkeypatch.setenv(SPAN_GRAPHS_ENV, "0")
         eager = head(hidden, requests)
-        monkeypatch.setenv(SPAN_GRAPHS_ENV, "1")
+        monkeypatch.delenv(SPAN_GRAPHS_ENV)  # the default on a GPU
         graphed = head(hidden, requests)
         torch.cuda.synchronize()
         for a, b in zip(eager, graphed):
@@ -64,7 +64,7 @@ def test_replays_score_as_the_eager_head(dtype, monkeypatch):
 
 @torch.inference_mode()
 def test_results_survive_the_next_replay(monkeypatch):
-    monkeypatch.setenv(SPAN_GRAPHS_ENV, "1")
+    monkeypatch.delenv(SPAN_GRAPHS_ENV, raising=False)
     torch.manual_seed(0)
     head = GLiNERSpanHead(dataclasses.replace(SETTINGS), dtype=torch.bfloat16).to("cuda").eval()
     first, n = request(5, 200, 0)

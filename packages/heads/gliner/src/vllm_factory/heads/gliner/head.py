@@ -682,8 +682,8 @@ class GLiNERSpanHead(FactoryPooler):
         sum and a product with the step's labels. Spans are scored a ``SPAN_CHUNK`` at a time,
         so the memory a step needs stays bounded whatever vLLM schedules. Each prompt keeps the
         columns of its own labels; the step's scores reach the host in one copy. A
-        bi-encoder's label vectors are rows of ``label_table``. Opted in, the scoring after
-        the BiLSTM is replayed from a CUDA graph per bucket (:class:`SpanGraphs`)."""
+        bi-encoder's label vectors are rows of ``label_table``. On a GPU the scoring after the
+        BiLSTM is replayed from a CUDA graph per bucket (:class:`SpanGraphs`)."""
         dtype = self.prompt_rep_layer[0].weight.dtype
         tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(dtype)
         pad = RowBuckets.for_device(tokens.device)
@@ -827,18 +827,24 @@ class RowBuckets:
         return F.pad(tensor, (0, 0) * (tensor.dim() - 1) + (0, extra))
 
 
-# Opt-in, "1": on a GPU the head's span scoring after the BiLSTM (endpoint MLPs, span table,
-# folded labels, span x label products, sigmoid) replayed from CUDA graphs (SpanGraphs); on the
-# CPU the same fixed-shape path runs eagerly (what the unit tests check).
+# On a GPU by default ("0" turns it off): the head's span scoring after the BiLSTM (endpoint
+# MLPs, span table, folded labels, span x label products, sigmoid) replayed from CUDA graphs
+# (SpanGraphs). "1" also runs the same fixed-shape path eagerly on the CPU (the unit tests).
 SPAN_GRAPHS_ENV = "VLLM_FACTORY_GLINER_SPAN_GRAPHS"
 # At most this many span-scoring graphs per head (buckets past it run eagerly).
 SPAN_GRAPHS_LIMIT = 64
 
 
-def span_graphs_wanted() -> bool:
-    """Whether :class:`SpanGraphs` runs: opted in with ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=1``,
-    until GPU-checked and measured served."""
-    return os.environ.get(SPAN_GRAPHS_ENV, "").strip() == "1"
+def span_graphs_wanted(device: torch.device) -> bool:
+    """Whether :class:`SpanGraphs` runs for a head on ``device``: on a GPU unless
+    ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=0``, on the CPU only with ``=1``. The GPU default since
+    it won served (H200, 2026-12-02, async scheduling, two servers side by side, 2 rounds of
+    10 s, req/s at 64 / 256 clients: mt5_gliner 1505 - 1535 / 1602 - 1649 vs 1286 - 1470 /
+    1218 - 1480, deberta_gliner 1327 - 1393 / 1315 - 1457 vs 1065 - 1095 / 1050 - 1234;
+    ``*-s28-spangraphs`` in their benchmark results): the engine's one thread, the limit
+    there, launches one graph instead of ~30 kernels a step."""
+    value = os.environ.get(SPAN_GRAPHS_ENV, "").strip()
+    return value == "1" or (value != "0" and device.type == "cuda")
 
 
 class SpanGraphs:
@@ -868,9 +874,10 @@ class SpanGraphs:
         self._failed = False
 
     def takes(self, words: torch.Tensor) -> bool:
-        """Opted in and usable for ``words``: on a GPU when the server may capture graphs (not
-        while another capture runs), or on the CPU (the eager fixed-shape path)."""
-        if not span_graphs_wanted() or self._failed:
+        """Wanted (:func:`span_graphs_wanted`) and usable for ``words``: on a GPU when the
+        server may capture graphs (not while another capture runs), or on the CPU (the eager
+        fixed-shape path)."""
+        if self._failed or not span_graphs_wanted(words.device):
             return False
         if words.is_cuda:
             return self.cuda_graphs and not torch.cuda.is_current_stream_capturing()
