@@ -784,6 +784,13 @@ class GLiNERSpanHead(FactoryPooler):
         return words
 
 
+def on_a_gpu_by_default(env: str, device: torch.device) -> bool:
+    """A switch of the head that is on for a GPU head unless ``env`` is ``0``, and with ``1``
+    on every device (the CPU tests run the GPU's fixed-shape paths with it)."""
+    value = os.environ.get(env, "").strip()
+    return value == "1" or (value != "0" and device.type == "cuda")
+
+
 # Unset: on a GPU the head's GEMMs take their rows padded up to a bucket (RowBuckets); "0"
 # turns that off, "1" turns it on on every device (the CPU tests run the padded path with it).
 ROW_BUCKETS_ENV = "VLLM_FACTORY_GLINER_ROW_BUCKETS"
@@ -809,8 +816,7 @@ class RowBuckets:
     def for_device(cls, device: torch.device) -> RowBuckets:
         """On where the head runs on a GPU, unless ``VLLM_FACTORY_GLINER_ROW_BUCKETS=0``;
         ``=1`` turns it on anywhere."""
-        wanted = os.environ.get(ROW_BUCKETS_ENV, "").strip()
-        return cls(wanted == "1" or (wanted != "0" and device.type == "cuda"))
+        return cls(on_a_gpu_by_default(ROW_BUCKETS_ENV, device))
 
     def size(self, rows: int) -> int:
         """``rows`` rounded up to its bucket (itself when off or zero)."""
@@ -843,8 +849,7 @@ def span_graphs_wanted(device: torch.device) -> bool:
     1218 - 1480, deberta_gliner 1327 - 1393 / 1315 - 1457 vs 1065 - 1095 / 1050 - 1234;
     ``*-s28-spangraphs`` in their benchmark results): the engine's one thread, the limit
     there, launches one graph instead of ~30 kernels a step."""
-    value = os.environ.get(SPAN_GRAPHS_ENV, "").strip()
-    return value == "1" or (value != "0" and device.type == "cuda")
+    return on_a_gpu_by_default(SPAN_GRAPHS_ENV, device)
 
 
 class SpanGraphs:
