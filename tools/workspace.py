@@ -263,12 +263,12 @@ def gpu_table() -> str:
             link = f"[{report['machine']['name']}, {report['created'][:10]}]({markdown})"
             workload = report["config"].get("workload")
             model = f"{p.path.name} ({workload})" if workload else p.path.name
-            servers = sorted(report["servers"], key=lambda name: name != "plugin")
-            if only:
+            if only:  # one named server's row, whatever came before
                 servers = [only]
-            elif (workload, "plugin") in seen:  # a later run adds peers, not other vLLM settings
-                servers = [name for name in servers if name not in ("plugin", "native")]
-            if not only:
+            else:
+                servers = sorted(report["servers"], key=lambda name: name != "plugin")
+                if (workload, "plugin") in seen:  # a later run adds peers, not vLLM settings
+                    servers = [name for name in servers if name not in ("plugin", "native")]
                 servers = [name for name in servers if (workload, name) not in seen]
             seen.update((workload, name) for name in servers)
             rows += _server_rows(report, servers, link, model)
