@@ -13,7 +13,6 @@ adding its folder. Keys (all optional but ``layer``)::
     reference-envs = ["deberta_gliner_reference:gliner_env"]  # reference/<module>:<function>
     representative = true           # the family's model in CI's older-vLLM and demo passes
     gpu-results = ["benchmarks/results/h200/x.json"]  # the README's GPU table: headline runs
-                                    # ("x.json#server": that one server's row of a later run)
 
 Backbones, heads, models and clients live under ``packages/backbones``, ``packages/heads``,
 ``packages/models`` and ``packages/clients``; the shared layers (core, kernels, testing) at
@@ -242,9 +241,7 @@ def gpu_table() -> str:
     """One block of rows per model package (and workload) from the bench runs it names in
     ``gpu-results``: req/s at 1 / 16 / 64 / 256 clients and MFU at the peak of each server of
     the first run (the plugin first, vLLM's native model beside it), then what later runs add:
-    servers that are not vLLM (e.g. gliner.serve) and the reference library in process. A run
-    named ``file.json#server`` adds only that server's row (e.g. a plugin variant that became
-    the default after the first run)."""
+    servers that are not vLLM (e.g. gliner.serve) and the reference library in process."""
     rows = [
         "| model | server | 1 | 16 | 64 | 256 clients | MFU at the peak | run |",
         "|---|---|---:|---:|---:|---:|---:|---|",
@@ -252,28 +249,22 @@ def gpu_table() -> str:
     for p in sorted(packages(), key=lambda p: p.name):
         seen: set[tuple[str | None, str]] = set()  # (workload, server), reference as ""
         for result in p.gpu_results:
-            result, _, only = result.partition("#")
             path = p.path / result
             if not path.exists():
                 raise SystemExit(f"{p.folder}/pyproject.toml: gpu-results names {result}, absent")
             report = json.loads(path.read_text(encoding="utf-8"))
-            if only and only not in report["servers"]:
-                raise SystemExit(f"{p.folder}/pyproject.toml: {result} has no server {only}")
             markdown = path.with_suffix(".md").relative_to(ROOT).as_posix()
             link = f"[{report['machine']['name']}, {report['created'][:10]}]({markdown})"
             workload = report["config"].get("workload")
             model = f"{p.path.name} ({workload})" if workload else p.path.name
-            if only:  # one named server's row, whatever came before
-                servers = [only]
-            else:
-                servers = sorted(report["servers"], key=lambda name: name != "plugin")
-                if (workload, "plugin") in seen:  # a later run adds peers, not vLLM settings
-                    servers = [name for name in servers if name not in ("plugin", "native")]
-                servers = [name for name in servers if (workload, name) not in seen]
+            servers = sorted(report["servers"], key=lambda name: name != "plugin")
+            if (workload, "plugin") in seen:  # a later run adds peers, not other vLLM settings
+                servers = [name for name in servers if name not in ("plugin", "native")]
+            servers = [name for name in servers if (workload, name) not in seen]
             seen.update((workload, name) for name in servers)
             rows += _server_rows(report, servers, link, model)
             reference = report.get("reference")
-            if reference and not only and (workload, "") not in seen:
+            if reference and (workload, "") not in seen:
                 seen.add((workload, ""))
                 bs1, best = reference["bs1"], reference["best"]
                 text = (
