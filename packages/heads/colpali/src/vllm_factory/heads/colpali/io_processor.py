@@ -38,6 +38,7 @@ from vllm_factory.heads.colpali.request import ColPaliRequest
 
 class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
     request_model = ColPaliRequest
+    selected_by = "--config-format colpali"
     # The reference processor's prompts (colpali-engine: ``process_queries``,
     # ``process_texts``, ``process_images``); a package sets them.
     query_prefix: ClassVar[str] = ""

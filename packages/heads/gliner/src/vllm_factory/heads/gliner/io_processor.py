@@ -78,6 +78,7 @@ def set_special_token_flags(tokenizer: Any) -> Any:
 
 class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
     request_model = GLiNERRequest
+    selected_by = "--config-format gliner"
 
     def setup(self) -> None:
         self.settings: GLiNERSettings = read_settings(self.checkpoint)

@@ -2,9 +2,12 @@
 request handling."""
 
 from vllm_factory.heads.colpali.io_processor import ColPaliIOProcessor
+from vllm_factory.models.collfm2 import ARCHITECTURE
 
 
 class ColLFM2IOProcessor(ColPaliIOProcessor):
+    architecture = ARCHITECTURE
+
     # process_queries is process_texts: the text as the tokenizer frames it (LFM2's
     # <|startoftext|> first), no prefix, no augmentation tokens; is_query changes nothing.
     # process_images: one chat turn around the image, through Lfm2VlProcessor, which expands

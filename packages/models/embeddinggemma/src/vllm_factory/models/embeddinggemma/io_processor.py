@@ -19,6 +19,7 @@ from typing import Any
 from transformers import AutoTokenizer
 from vllm_factory.core import compat
 from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.models.embeddinggemma import ARCHITECTURE
 from vllm_factory.models.embeddinggemma.request import EmbeddingGemmaRequest
 from vllm_factory.models.embeddinggemma.settings import EmbeddingGemmaSettings, read_settings
 
@@ -41,6 +42,8 @@ def effective_max_length(
 
 
 class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
+    architecture = ARCHITECTURE
+
     request_model = EmbeddingGemmaRequest
 
     def setup(self) -> None:

@@ -25,6 +25,7 @@ from transformers import AutoTokenizer
 from vllm_factory.core import compat
 from vllm_factory.core.io_processor import FactoryIOProcessor
 from vllm_factory.heads.gliner.prompts import prompt_key
+from vllm_factory.models.gliner2 import ARCHITECTURE
 from vllm_factory.models.gliner2.decoding import (
     Options,
     extract,
@@ -50,7 +51,10 @@ TOKENIZE_CACHE = 65536
 
 
 class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
+    architecture = ARCHITECTURE
+
     request_model = GLiNER2Request
+    selected_by = "--config-format gliner2"
 
     def setup(self) -> None:
         self.settings: GLiNER2Settings = read_settings(self.checkpoint)

@@ -7,7 +7,10 @@ after the first token, expansion with mask -> EOS -> pad), and refuses a tokeniz
 """
 
 from vllm_factory.heads.colbert.io_processor import ColBERTIOProcessor
+from vllm_factory.models.lfm2_colbert import ARCHITECTURE
 
 
 class Lfm2ColBERTIOProcessor(ColBERTIOProcessor):
     """Nothing LFM2-specific beyond the shared ColBERT processing."""
+
+    architecture = ARCHITECTURE

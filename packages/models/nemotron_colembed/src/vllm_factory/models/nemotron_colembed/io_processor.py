@@ -19,12 +19,15 @@ from __future__ import annotations
 import logging
 
 from vllm_factory.heads.colpali.io_processor import ColPaliIOProcessor
+from vllm_factory.models.nemotron_colembed import ARCHITECTURE
 from vllm_factory.models.nemotron_colembed.prompts import ChatFrame, ProcessorSettings
 
 logger = logging.getLogger(__name__)
 
 
 class NemotronColEmbedIOProcessor(ColPaliIOProcessor):
+    architecture = ARCHITECTURE
+
     def setup(self) -> None:
         self.settings = ProcessorSettings.from_saved(self.checkpoint.json("processor_config.json"))
         super().setup()  # the tokenizer, then image_prompt_text()
