@@ -30,7 +30,8 @@ assert "vllm" not in sys.modules, "importing the plugin module pulled in vllm"
 
 def packaging_problems(package: str) -> list[str]:
     """What breaks the contract for model package ``package`` (``vllm_factory.models.<name>``),
-    whose module declares ``DISTRIBUTION`` and ``IO_PROCESSOR``; empty when it holds."""
+        whose module declares ``DISTRIBUTION`` and ``IO_PROCESSOR`` (and maybe ``IO_PROCESSOR_ALIASES``,
+    more names of the same IOProcessor); empty when it holds."""
     module = importlib.import_module(package)
     dist, name = module.DISTRIBUTION, package.rsplit(".", 1)[-1]
     problems = []
@@ -39,6 +40,8 @@ def packaging_problems(package: str) -> list[str]:
         ("vllm.general_plugins", name): f"{package}.plugin:register",
         ("vllm.io_processor_plugins", module.IO_PROCESSOR): f"{package}.plugin:io_processor",
     }
+    for alias in getattr(module, "IO_PROCESSOR_ALIASES", ()):  # other names, one IOProcessor
+        expected["vllm.io_processor_plugins", alias] = f"{package}.plugin:io_processor"
     for key, value in expected.items():
         if eps.get(key) != value:
             problems.append(f"{dist}: entry point {key} is {eps.get(key)!r}, expected {value!r}")

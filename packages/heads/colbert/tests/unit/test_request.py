@@ -82,3 +82,17 @@ def test_forms_that_do_not_fit_name_the_field(data, field):
 def test_scoring_rejected(data):
     with pytest.raises(ValidationError):
         ColBERTRequest.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "bare"),
+    [
+        ({"text": "a"}, True),  # one text, float vectors: the vectors themselves
+        ({"text": "a", "is_query": True}, True),
+        ({"text": ["a"]}, False),  # a list: one item per text
+        ({"text": "a", "encoding_format": "base64"}, False),  # base64 needs its item's shape
+        ({"query": "q", "documents": ["d"]}, False),
+    ],
+)
+def test_bare_vectors_for_one_text_in_floats(data, bare):
+    assert ColBERTRequest.model_validate(data).bare_vectors is bare

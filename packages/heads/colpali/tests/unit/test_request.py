@@ -58,3 +58,18 @@ def test_mixed_or_missing_fields_name_the_field(data, field):
 def test_bad_values_are_refused(data):
     with pytest.raises(ValidationError):
         parse(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "bare"),
+    [
+        ({"text": "a"}, True),  # one input, float vectors: the vectors themselves
+        ({"image": "aGVsbG8="}, True),
+        ({"text": ["a"]}, False),  # a list: one item per input
+        ({"image": ["aGVsbG8="]}, False),
+        ({"image": "aGVsbG8=", "encoding_format": "base64"}, False),
+        ({"query": "q", "images": ["aGVsbG8="]}, False),
+    ],
+)
+def test_bare_vectors_for_one_input_in_floats(data, bare):
+    assert parse(data).bare_vectors is bare

@@ -67,3 +67,15 @@ def test_link_maps_labels_to_candidates_best_first():
     assert linked["candidates"] == [
         {"id": "a", "label": "Paris", "score": 0.9}, {"id": 4, "label": "Lyon", "score": 0.2},
     ]  # fmt: skip
+
+
+def test_link_spans_takes_each_span_best_candidate_above_the_threshold():
+    import numpy as np
+    from vllm_factory.heads.gliner.linking import link_spans
+
+    entities = [{"text": "Tesla", "label": "company"}, {"text": "Austin", "label": "city"}]
+    rows = [np.array([0.9, 0.95, 0.1]), np.array([0.2, 0.3, 0.3])]
+    linked = link_spans(entities, rows, ["Tesla Inc.", "TSLA", "Austin, TX"], threshold=0.5)
+    assert linked[0]["linked_to"] == "TSLA" and linked[0]["linked_score"] == 0.95
+    # below the threshold: no link, its best score still given (ties: the first candidate)
+    assert linked[1]["linked_to"] is None and linked[1]["linked_score"] == 0.3

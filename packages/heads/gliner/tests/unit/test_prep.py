@@ -92,6 +92,51 @@ def test_cli_exit_codes(checkpoint, tmp_path):
     )
 
 
+def test_cli_takes_vllm_factory_0_2s_model_and_output_options(checkpoint, tmp_path):
+    """``vllm-factory-prep --model SRC --output DIR`` as vLLM Factory 0.2 wrote it, beside
+    the positional form; each of the two given exactly once."""
+    out = tmp_path / "o3"
+    args = ["--architecture", "A", "--io-processor", "b"]
+    assert main(["--model", str(checkpoint), "--output", str(out), *args]) == 0
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["A"]
+    for bad in (
+        [str(checkpoint), "--output", str(tmp_path / "o4"), "--model", str(checkpoint)],
+        ["--model", str(checkpoint)],
+        [],
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(bad)
+        assert info.value.code == 2
+
+
+def test_a_missing_source_that_is_no_hub_id_is_named(tmp_path, caplog):
+    with caplog.at_level(logging.ERROR, logger="vllm_factory.prep"):
+        assert main(["--model", str(tmp_path / "nope"), "--output", str(tmp_path / "o")]) == 2
+    assert "is not a directory (nor a Hugging Face Hub id)" in caplog.text
+
+
+def test_a_hub_id_is_fetched_or_the_reason_named(tmp_path, caplog, monkeypatch):
+    """Offline (no hub here): the id is looked up in the local cache only, and the error says
+    it could not be fetched."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    with caplog.at_level(logging.ERROR, logger="vllm_factory.prep"):
+        assert main(["--model", "someorg/no-such-gliner", "--output", str(tmp_path / "o")]) == 2
+    assert "could not be fetched from the Hugging Face Hub" in caplog.text
+
+
+def test_a_directory_no_preparer_recognizes_is_refused(tmp_path):
+    from vllm_factory.heads.gliner.prep import prepare_any
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "config.json").write_text("{}")
+    with pytest.raises(PrepError, match="no installed preparer recognizes it"):
+        prepare_any(tmp_path / "src", tmp_path / "out")
+
+
 def test_installed_model_packages_are_found():
     targets = installed_targets()
     if "modernbert" not in targets:

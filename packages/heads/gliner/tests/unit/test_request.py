@@ -126,3 +126,35 @@ def test_input_spans_shape_and_range_are_checked_against_the_texts():
     assert field_of({"text": "a", "labels": ["x"], "input_spans": [[{"start": 0}]]}).startswith(
         "data.input_spans"
     )
+
+
+def test_candidate_labels_link_entities_found_by_labels():
+    """vLLM Factory 0.2's linking form: types in ``labels``, names in ``candidate_labels``."""
+    request = GLiNERRequest.model_validate(
+        {"text": "a", "labels": ["company"], "candidate_labels": ["Tesla Inc.", "TSLA"]}
+    )
+    assert request.labels_problem() is None and request.candidate_labels == ["Tesla Inc.", "TSLA"]
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"text": "a", "candidate_labels": ["x"]}, "data.labels"),
+        ({"text": "a", "labels": ["x"], "candidate_labels": ["y"], "max_labels": 2},
+         "data.max_labels"),
+        ({"text": "a", "labels": ["x"] * 1024, "candidate_labels": ["y"] * 1025},
+         "data.candidate_labels"),
+        ({"text": "a", "candidates": [{"id": 1, "label": "x"}], "candidate_labels": ["y"]},
+         "data.labels"),
+    ],
+)  # fmt: skip
+def test_candidate_labels_problems_name_the_field(data, field):
+    problem = GLiNERRequest.model_validate(data).labels_problem()
+    assert problem is not None and problem[0] == field and problem[1].startswith(field)
+
+
+@pytest.mark.parametrize("bad", [[], [""], "x", [1], ["y"] * (MAX_LABELS_PER_REQUEST + 1)])
+def test_bad_candidate_labels_are_refused_by_field(bad):
+    assert field_of({"text": "a", "labels": ["x"], "candidate_labels": bad}) == (
+        "data.candidate_labels"
+    )

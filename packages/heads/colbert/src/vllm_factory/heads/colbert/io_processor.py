@@ -1,10 +1,11 @@
 """PyLate- and sentence-transformers-exact ColBERT pre/post-processing in vLLM's API server.
 
 Encoding: request ``data`` ``{"text": str | [str, ...], "is_query": bool = false}``; response
-``data``: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text, in input
-order; vectors are L2-normalised. With ``"encoding_format": "base64"`` in ``data``,
-``embeddings`` is instead the base64 of the ``[num_tokens, dim]`` little-endian float32
-matrix (row-major) and ``dim`` is added.
+``data`` for one text (a string): its token vectors, ``[[float, ...], ...]``; for a list of
+texts: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text, in input
+order; vectors are L2-normalised. With ``"encoding_format": "base64"`` in ``data``, every text
+(one or a list) gets such an item, its ``embeddings`` the base64 of the ``[num_tokens, dim]``
+little-endian float32 matrix (row-major), and ``dim`` is added.
 
 Scoring: request ``data`` ``{"query": str, "documents": [str, ...], "top_k": int}``; the
 query and the documents are encoded as above and scored here (MaxSim, see ``scoring``);
@@ -167,7 +168,7 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
             return [self.encode(request.query, is_query=True), *documents]
         return [self.encode(text, request.is_query) for text in request.texts]
 
-    def build_response(self, request: ColBERTRequest, outputs: Sequence[Any]) -> list[dict] | dict:
+    def build_response(self, request: ColBERTRequest, outputs: Sequence[Any]) -> list | dict:
         if request.is_scoring:
             query = torch.from_numpy(self.kept_vectors(outputs[0], is_query=True))
             documents = [
@@ -177,6 +178,8 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
             if request.top_k is None:
                 return {"scores": scores}
             return {"scores": scores, "top": top_k(scores, request.top_k)}
+        if request.bare_vectors:  # one text, float vectors: the seed's form
+            return self.kept_vectors(outputs[0], request.is_query).tolist()
         results = []
         for output in outputs:
             vectors = self.kept_vectors(output, request.is_query)

@@ -3,7 +3,8 @@
 Two forms:
 
 - encoding: ``{"text": str | [str, ...], "is_query": bool, "encoding_format": ...,
-  "embed_dtype": ...}`` returns each text's token vectors (``vectors``: the encodings);
+  "embed_dtype": ...}`` returns one text's token vectors (a string, float vectors), or one
+  item per text (a list, or base64 vectors; ``vectors``: the encodings);
 - scoring: ``{"query": str, "documents": [str, ...], "top_k": int}`` returns one MaxSim score
   per document (and the ``top_k`` best), the vectors never leaving the server.
 """
@@ -69,6 +70,12 @@ class ColBERTRequest(BaseModel):
     @property
     def is_scoring(self) -> bool:
         return self.query is not None
+
+    @property
+    def bare_vectors(self) -> bool:
+        """Whether the response is one text's vectors as nested lists (one text, float
+        vectors), not one item per text."""
+        return isinstance(self.text, str) and self.encoding_format == "float"
 
     @property
     def texts(self) -> list[str]:

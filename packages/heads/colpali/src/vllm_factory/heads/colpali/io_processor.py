@@ -125,4 +125,6 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
             if request.top_k is None:
                 return {"scores": scores}
             return {"scores": scores, "top": top_k(scores, request.top_k)}
+        if request.bare_vectors:  # one text or image, float vectors: the seed's form
+            return vectors[0].tolist()
         return [encode_vectors(v, request.encoding_format, request.embed_dtype) for v in vectors]

@@ -5,7 +5,8 @@ Two forms:
 - encoding: ``{"text": str | [str, ...], "is_query": bool}`` or ``{"image": str | [str, ...]}``
   (each image: raw base64, a ``data:`` URL, an http(s) URL or a local path; see ``images``),
   plus ``"encoding_format": "float" | "base64"`` and, for base64, ``"embed_dtype"``; returns
-  each input's token vectors;
+  one input's token vectors (a string, float vectors) or one item per input (a list, or
+  base64 vectors);
 - scoring: ``{"query": str, "images": [str, ...], "documents": [str, ...], "top_k": int}``
   (images and/or text documents) returns one MaxSim score per document, images first, the
   vectors never leaving the server.
@@ -93,6 +94,13 @@ class ColPaliRequest(BaseModel):
     @property
     def is_scoring(self) -> bool:
         return self.query is not None
+
+    @property
+    def bare_vectors(self) -> bool:
+        """Whether the response is one input's vectors as nested lists (one text or image as
+        a string, float vectors), not one item per input."""
+        one = isinstance(self.text, str) or isinstance(self.image, str)
+        return not self.is_scoring and one and self.encoding_format == "float"
 
     @property
     def image_sources(self) -> list[str]:

@@ -1,9 +1,10 @@
 """gliner-exact NER pre/post-processing inside vLLM's API server, shared by every GLiNER model.
 
 Request ``data``: see :class:`~vllm_factory.heads.gliner.request.GLiNERRequest`.
-Response ``data``: one list of ``{"start", "end", "text", "label", "score"}`` per text (in
-input order; character offsets into the text), or with ``return_scores`` one
-``{"entities": [...], "scores": [[[...]]]}`` per text.
+Response ``data``: for one text (``"text": "..."``), its list of ``{"start", "end", "text",
+"label", "score"}`` (character offsets into the text), or with ``return_scores`` its
+``{"entities": [...], "scores": [[[...]]]}``; for a list of texts, one such result per text,
+in input order.
 
 What crosses to the engine per prompt: its token ids, plus in ``PoolingParams.extra_kwargs``
 a map from a digest of each prompt's ids to its word layout (first text token and sub-token
@@ -42,6 +43,7 @@ from vllm_factory.heads.gliner.linking import (
     candidate_labels,
     chunked,
     link,
+    link_spans,
     merge_chunks,
     template_problem,
 )
@@ -177,6 +179,12 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         return request._plan
 
     def _make_label_plan(self, request: GLiNERRequest) -> LabelPlan:
+        if request.candidate_labels is not None:  # the seed's linking form
+            types = unique_labels(request.labels or ())
+            links = unique_labels(request.candidate_labels)
+            size = len(links) if self.settings.bi_encoder else UNI_ENCODER_MAX_LABELS
+            chunks = [types, *chunked(links, size)]
+            return LabelPlan(types + links, chunks, links_spans=True)
         if request.candidates is None:
             labels = unique_labels(request.labels or ())
             return LabelPlan(labels, [labels])
@@ -219,10 +227,11 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                     field,
                 )  # fmt: skip
             if len(chunks) * len(request.texts) > MAX_PROMPTS_PER_REQUEST:
+                by = "data.candidate_labels" if plan.links_spans else "data.max_labels"
                 raise compat.validation_error(
-                    f"data.max_labels: {len(chunks)} chunks x {len(request.texts)} texts is "
+                    f"{by}: {len(chunks)} label chunks x {len(request.texts)} texts is "
                     f"over {MAX_PROMPTS_PER_REQUEST} model inputs per request",
-                    "data.max_labels",
+                    by,
                 )
             for label in plan.labels:
                 for token in (self.settings.ent_token, self.settings.sep_token):
@@ -232,13 +241,14 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                         )
         prompts, layouts = [], {}
         for index in range(len(request.texts)):
-            for chunk in chunks:
+            for number, chunk in enumerate(chunks):
                 ids, layout = self.encode(self.text_words(request, index), chunk)
                 if not any(layout.counts):
+                    where = "data.candidate_labels" if plan.links_spans and number else field
                     raise compat.validation_error(
-                        f"{field}: the label prompt fills all {self.token_limit} tokens; "
+                        f"{where}: the label prompt fills all {self.token_limit} tokens; "
                         "send fewer or shorter labels",
-                        field,
+                        where,
                     )
                 prompts.append(ids)
                 layouts[prompt_key(ids)] = layout.to_wire()
@@ -277,7 +287,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             offset += len(chunk)
         return parts
 
-    def build_response(self, request: GLiNERRequest, outputs: Sequence[Any]) -> list:
+    def build_response(self, request: GLiNERRequest, outputs: Sequence[Any]) -> list | dict:
         plan = self.label_plan(request)
         linking = plan.candidates is not None
         results = []
@@ -289,7 +299,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 chars = [(span.start, span.end) for span in request.input_spans[index]]
                 allowed = span_filter(word_spans(chars, words), len(words), per_chunk[0].shape[1])
             found = []
-            for chunk, scores in zip(plan.chunks, per_chunk):
+            for chunk, scores in zip(plan.decoded_chunks, per_chunk):
                 spans = decode_spans(
                     scores,
                     len(words),
@@ -300,7 +310,12 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 )
                 probs = scores if request.return_class_probs or linking else None
                 found.append(to_entities(spans, words, chunk, text, probs))
-            if linking:
+            if plan.links_spans:
+                candidates = torch.cat(per_chunk[1:], 2).numpy()
+                rows = [candidates[s.start, s.end - s.start] for s in spans]
+                entities = link_spans(found[0], rows, plan.labels[len(plan.chunks[0]) :],
+                                      request.threshold)  # fmt: skip
+            elif linking:
                 merged = merge_chunks(
                     found, request.threshold, rerank=request.max_labels is not None
                 )
@@ -311,4 +326,5 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 results.append({"entities": entities, "scores": torch.cat(per_chunk, 2).tolist()})
             else:
                 results.append(entities)
-        return results
+        # One text (the seed's form): its entities; a list of texts: one result per text.
+        return results[0] if isinstance(request.text, str) else results

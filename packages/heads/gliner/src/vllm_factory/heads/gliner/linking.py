@@ -15,6 +15,11 @@ them with a GLiNER model; no vLLM import.
 Each entity keeps gliner's fields (``class_probs`` included) and gains ``candidate_id`` and
 ``candidates``: the labels of ``class_probs`` as candidates, ``[{"id", "label", "score"}]``
 best first.
+
+The seed's form, ``labels`` with ``candidate_labels``: the types are one chunk, decoded as a
+plain NER request; the candidate labels follow in chunks of their own (a uni-encoder's prompt
+holds a bounded number of labels), scored for the same spans and never decoded. Each entity's
+span then links to its best-scoring candidate label (:func:`link_spans`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 DEFAULT_TEMPLATE = "{label}"
 _FORMATTER = string.Formatter()
@@ -37,6 +44,13 @@ class LabelPlan:
     chunks: list[list[str]]
     candidates: list[dict] | None = None
     owner: dict[str, int] = field(default_factory=dict)
+    # The seed's linking form: the chunks after the first hold candidate labels to link to.
+    links_spans: bool = False
+
+    @property
+    def decoded_chunks(self) -> list[list[str]]:
+        """The chunks whose spans become entities (the types alone when linking spans)."""
+        return self.chunks[:1] if self.links_spans else self.chunks
 
 
 def template_problem(template: str) -> str | None:
@@ -114,4 +128,21 @@ def link(
             {"id": candidates[owner[label]]["id"], "label": label, "score": score}
             for label, score in ranked
         ]
+    return entities
+
+
+def link_spans(
+    entities: list[dict],
+    cells: Sequence[np.ndarray],
+    candidate_labels: Sequence[str],
+    threshold: float,
+) -> list[dict]:
+    """The seed's linking: each entity (its span's score row over the candidate labels in
+    ``cells``, one per entity) gains ``linked_to``, the best candidate label (null below
+    ``threshold``), and ``linked_score``, its score. Ties go to the first candidate."""
+    for entity, row in zip(entities, cells):
+        best = int(np.argmax(row))
+        score = float(row[best])
+        entity["linked_to"] = candidate_labels[best] if score >= threshold else None
+        entity["linked_score"] = score
     return entities

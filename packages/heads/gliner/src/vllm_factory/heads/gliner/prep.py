@@ -1,8 +1,16 @@
 """``vllm-factory-prep``: turn a GLiNER checkpoint (gliner's ``save_pretrained`` layout) into
 a directory that ``vllm serve`` loads directly.
 
-    vllm-factory-prep GLINER_DIR OUT_DIR [--architecture NAME] [--io-processor NAME] [--force]
+    vllm-factory-prep --model SOURCE --output OUT_DIR [--architecture NAME]
+                      [--io-processor NAME] [--force]
+    vllm-factory-prep SOURCE OUT_DIR [...]        # the same, positional
     python -m vllm_factory.heads.gliner.prep ...
+
+SOURCE is a checkpoint directory, or a Hugging Face Hub id (downloaded where a hub is
+reachable, or read from the local cache). Other GLiNER-family layouts are prepared by the
+package that serves them, found through the ``vllm_factory.prep`` entry points (GLiNER2's
+``vllm-factory-gliner2``): each names an object with ``recognizes(directory)`` and
+``prepare(source, out, force=...)``; the first that recognizes SOURCE writes OUT_DIR.
 
 OUT_DIR gets ``config.json`` (the encoder's Hugging Face config from gliner_config.json, plus
 ``architectures`` = our model class and ``io_processor_plugin`` so that
@@ -20,7 +28,9 @@ import logging
 import shutil
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Protocol
 
 from vllm_factory.core.config_format import Target, target_for
 from vllm_factory.core.config_format import installed_targets as installed_targets_with
@@ -167,17 +177,89 @@ def prepare(
     return out
 
 
+# Entry points of other GLiNER-family layouts (see the module docstring).
+PREPARERS_GROUP = "vllm_factory.prep"
+
+
+class Preparer(Protocol):
+    def recognizes(self, source: Path) -> bool: ...
+
+    def prepare(self, source: Path, out: Path, *, force: bool = False) -> Path: ...
+
+
+def preparers() -> list[tuple[str, Preparer]]:
+    """The installed preparers of other layouts, by entry-point name."""
+    found = []
+    for ep in sorted(entry_points(group=PREPARERS_GROUP), key=lambda ep: ep.name):
+        try:
+            found.append((ep.name, ep.load()))
+        except Exception as error:  # noqa: BLE001 - a broken package must not stop the others
+            logger.warning("vllm-factory-prep: skipping %s (%s)", ep.name, error)
+    return found
+
+
+def local_checkpoint(source: str) -> Path:
+    """``source`` as a local directory: itself, or a Hub id's snapshot (downloaded where a
+    hub is reachable; with ``HF_HUB_OFFLINE=1``, the local cache)."""
+    if Path(source).is_dir():
+        return Path(source)
+    if Path(source).exists() or source.startswith(("/", ".", "~")) or source.count("/") > 1:
+        raise PrepError(f"{source} is not a directory (nor a Hugging Face Hub id)")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id=source))
+    except Exception as error:  # noqa: BLE001 - hub errors vary by version and cause
+        raise PrepError(
+            f"{source} is not a local directory and could not be fetched from the Hugging "
+            f"Face Hub ({type(error).__name__}: {error})"
+        ) from None
+
+
+def prepare_any(
+    source: Path,
+    out: Path,
+    architecture: str | None = None,
+    io_processor: str | None = None,
+    force: bool = False,
+) -> Path:
+    """``out`` from checkpoint directory ``source``: a gliner checkpoint here, another layout
+    by the installed preparer that recognizes it."""
+    if (source / CONFIG_FILE).is_file():
+        return prepare(source, out, architecture, io_processor, force)
+    for name, preparer in preparers():
+        if preparer.recognizes(source):
+            if architecture or io_processor:
+                raise PrepError(f"--architecture and --io-processor apply to gliner checkpoints, "
+                                f"not to {name} ones")  # fmt: skip
+            return preparer.prepare(source, out, force=force)
+    kinds = ", ".join(["gliner", *(name for name, _ in preparers())])
+    raise PrepError(
+        f"{source} has no {CONFIG_FILE} and no installed preparer recognizes it "
+        f"(installed: {kinds})"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vllm-factory-prep", description=__doc__.splitlines()[0])
-    parser.add_argument("source", type=Path, help="GLiNER checkpoint directory")
-    parser.add_argument("out", type=Path, help="directory to write (vllm serve OUT)")
+    parser.add_argument("source", nargs="?", help="checkpoint directory or Hub id")
+    parser.add_argument("out", nargs="?", type=Path, help="directory to write (vllm serve OUT)")
+    parser.add_argument("--model", help="checkpoint directory or Hub id (instead of SOURCE)")
+    parser.add_argument("--output", type=Path, help="directory to write (instead of OUT)")
     parser.add_argument("--architecture", help="override the architecture name")
     parser.add_argument("--io-processor", help="override the IOProcessor plugin name")
     parser.add_argument("--force", action="store_true", help="overwrite a non-empty OUT")
     args = parser.parse_args(argv)
+    for positional, option in (("source", "model"), ("out", "output")):
+        given = [getattr(args, positional), getattr(args, option)]
+        if all(v is not None for v in given) or all(v is None for v in given):
+            parser.error(f"give {positional.upper()} or --{option} (one of them)")
+    source = args.source if args.source is not None else args.model
+    out = args.out if args.out is not None else args.output
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        prepare(args.source, args.out, args.architecture, args.io_processor, args.force)
+        prepare_any(local_checkpoint(source), out, args.architecture, args.io_processor,
+                    args.force)  # fmt: skip
     except PrepError as error:
         logger.error("vllm-factory-prep: %s", error)
         return 2

@@ -72,7 +72,12 @@ class GLiNERRequest(BaseModel):
     candidate twice), ``template`` (how a
     candidate becomes a label, default ``"{label}"``), ``max_labels`` (reranking: labels
     scored in chunks of this many, best entity per span kept); entities then carry
-    ``class_probs``, ``candidate_id`` and ranked ``candidates``."""
+    ``class_probs``, ``candidate_id`` and ranked ``candidates``.
+
+    Linking in the seed's form: ``labels`` (entity types) with ``candidate_labels`` (names of
+    the entities to link to): entities are found by their types as without it, and each gets
+    ``linked_to``, the candidate label its span scores highest (null when no candidate
+    reaches the threshold), and ``linked_score``, that score."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     # The IOProcessor's label plan, made once when the prompts are built (not a field).
@@ -92,6 +97,7 @@ class GLiNERRequest(BaseModel):
     candidates: list[LinkCandidate] | None = None
     template: str = "{label}"
     max_labels: int | None = None
+    candidate_labels: list[str] | None = None
 
     @field_validator("max_len")
     @classmethod
@@ -133,7 +139,7 @@ class GLiNERRequest(BaseModel):
     def _check_text(cls, value: str | list[str]) -> str | list[str]:
         return check_texts(value, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
 
-    @field_validator("labels")
+    @field_validator("labels", "candidate_labels")
     @classmethod
     def _check_labels(cls, value: list[str] | None) -> list[str] | None:
         if value is None:
@@ -154,6 +160,14 @@ class GLiNERRequest(BaseModel):
             return "data.labels", "data.labels: send labels, or candidates to link"
         if self.labels is not None and self.candidates is not None:
             return "data.candidates", "data.candidates: send labels or candidates, not both"
+        if self.candidate_labels is not None:
+            if self.labels is None:
+                return "data.labels", "data.labels: candidate_labels link entities found by labels"
+            if len(self.labels) + len(self.candidate_labels) > MAX_LABELS_PER_REQUEST:
+                return "data.candidate_labels", (
+                    f"data.candidate_labels: labels and candidate_labels hold at most "
+                    f"{MAX_LABELS_PER_REQUEST} together"
+                )
         if self.candidates is None:
             if self.max_labels is not None:
                 return "data.max_labels", "data.max_labels: only with data.candidates"

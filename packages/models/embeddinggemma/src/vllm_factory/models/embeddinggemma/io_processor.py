@@ -3,8 +3,8 @@
 Request ``data``: ``{"text": str | [str, ...], "prompt_name": str | null, "dimensions": int |
 null}``. Each text is prefixed with the checkpoint's prompt for ``prompt_name`` and tokenized
 as sentence-transformers does (no stripping; truncation to ``max_seq_length`` keeping the
-special tokens). Response ``data``: one ``{"embedding": [...], "num_tokens": int}`` per text,
-in input order.
+special tokens). Response ``data``: for one text (a string), its vector ``[...]``; for a
+list of texts, one ``{"embedding": [...], "num_tokens": int}`` per text, in input order.
 
 ``dimensions`` keeps the first values of the checkpoint's (normalised) embedding, exactly as
 ``SentenceTransformer.encode(..., truncate_dim=dimensions)`` returns it: not re-normalised.
@@ -100,7 +100,7 @@ class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
     def build_prompts(self, request: EmbeddingGemmaRequest) -> list[list[int]]:
         return [self.encode(text, request.prompt_name) for text in request.texts]
 
-    def build_response(self, request: EmbeddingGemmaRequest, outputs: Sequence[Any]) -> list[dict]:
+    def build_response(self, request: EmbeddingGemmaRequest, outputs: Sequence[Any]) -> list:
         results = []
         for output in outputs:
             vector = output.outputs.data
@@ -109,4 +109,5 @@ class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
             results.append(
                 {"embedding": vector.float().tolist(), "num_tokens": len(output.prompt_token_ids)}
             )
-        return results
+        # One text (the seed's form): its vector; a list of texts: one item per text.
+        return results[0]["embedding"] if isinstance(request.text, str) else results

@@ -17,7 +17,12 @@ from typing import Any
 
 from vllm_factory.core import config_format as core_config_format
 from vllm_factory.core.checkpoint import CheckpointFiles
-from vllm_factory.models.gliner2.settings import CONFIG_FILE, ENCODER_CONFIG_FILE, parse_settings
+from vllm_factory.models.gliner2.settings import (
+    CONFIG_FILE,
+    ENCODER_CONFIG_FILE,
+    PREPARED_CONFIG_FILE,
+    parse_settings,
+)
 
 CONFIG_FORMAT = "gliner2"
 TARGETS_ATTRIBUTE = "GLINER2_ENCODER_TYPES"
@@ -25,7 +30,8 @@ TARGETS_ATTRIBUTE = "GLINER2_ENCODER_TYPES"
 
 def served_config(model: str | Path, revision: str | None = None) -> dict[str, Any]:
     files = CheckpointFiles(str(model), revision)
-    config, encoder = files.json(CONFIG_FILE), files.json(ENCODER_CONFIG_FILE)
+    config = files.json(PREPARED_CONFIG_FILE) or files.json(CONFIG_FILE)
+    encoder = files.json(ENCODER_CONFIG_FILE)
     if config is None or encoder is None:
         raise ValueError(
             f"--config-format {CONFIG_FORMAT}: {model} has no {CONFIG_FILE} and "

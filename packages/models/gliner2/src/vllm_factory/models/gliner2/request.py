@@ -6,11 +6,12 @@ dictionary ``Schema.to_dict()`` / ``Schema.from_dict()`` use, or the one ``Schem
 returns) or exactly one short form: ``"entities"`` (as ``extract_entities`` takes them),
 ``"classifications"`` (``classify_text``), ``"structures"`` (``extract_json``) or
 ``"relations"`` (``extract_relations``). ``return_scores`` (debug) adds the per-task scores.
+``runtime`` is accepted as ``"classic"`` only (what vLLM Factory 0.2's clients send).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from vllm_factory.core.request import check_probability, check_texts
@@ -42,6 +43,9 @@ class GLiNER2Request(BaseModel):
     include_spans: bool = False
     max_len: int | None = None
     return_scores: bool = False
+    # vLLM Factory 0.2's GLiNER2 clients name the extraction runtime; "classic" (the library's
+    # one pass over schema and text) is the one this server runs.
+    runtime: Literal["classic"] = "classic"
 
     @field_validator("text")
     @classmethod

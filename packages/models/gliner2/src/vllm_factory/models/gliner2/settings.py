@@ -3,8 +3,9 @@
 The library saves ``config.json`` (its ``ExtractorConfig``: ``model_type`` "extractor",
 ``architecture``, ``span_head.max_width`` or a legacy top-level ``max_width``,
 ``counting_layer``, ``token_pooling``) and ``encoder_config/config.json`` (the encoder's
-Hugging Face config). Settings this server cannot reproduce are refused at start-up, naming
-the file and key.
+Hugging Face config). A directory written by ``vllm-factory-prep`` keeps the library's
+``config.json`` as ``gliner2_config.json`` (its ``config.json`` is then the served one).
+Settings this server cannot reproduce are refused at start-up, naming the file and key.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 CONFIG_FILE = "config.json"
 ENCODER_CONFIG_FILE = "encoder_config/config.json"
+# The library's config.json in a prepared directory.
+PREPARED_CONFIG_FILE = "gliner2_config.json"
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ def parse_settings(config: dict[str, Any], encoder_config: dict[str, Any]) -> GL
 
 def read_settings(files: Any) -> GLiNER2Settings:
     """Settings from a ``CheckpointFiles`` (local dir or hub id)."""
-    config = files.json(CONFIG_FILE)
+    config = files.json(PREPARED_CONFIG_FILE) or files.json(CONFIG_FILE)
     encoder = files.json(ENCODER_CONFIG_FILE)
     if config is None or encoder is None:
         raise ValueError(
