@@ -51,7 +51,7 @@ def _reference_module():
 
 
 def _check_plugin(answer: dict) -> None:
-    vector = answer["data"][0]["embedding"]
+    vector = answer["data"]  # one text: its vector
     if not (isinstance(vector, list) and len(vector) >= 2):
         raise ValueError(f"plugin: expected one vector, got {str(answer)[:300]}")
 

@@ -41,8 +41,7 @@ def main() -> None:
         for dimensions in (None, 32):
             query_body = {"text": QUERY, "prompt_name": "query", "dimensions": dimensions}
             document_body = {"text": DOCUMENTS, "prompt_name": "document", "dimensions": dimensions}
-            (query,) = server.show_pooling(query_body)
-            q = np.asarray(query["embedding"])
+            q = np.asarray(server.show_pooling(query_body))  # one text: its vector
             for text, item in zip(DOCUMENTS, server.show_pooling(document_body)):
                 d = np.asarray(item["embedding"])
                 print(f"dim {len(q):>4}  cosine {cosine(q, d):7.4f}  {text}")

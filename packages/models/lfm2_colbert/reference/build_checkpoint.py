@@ -100,6 +100,10 @@ def build_backbone(tok: PreTrainedTokenizerFast, size: str, seed: int) -> Lfm2Mo
         eos_token_id=tok.eos_token_id,
         # A larger init than 0.02 so tokens and positions produce clearly distinct vectors.
         initializer_range=0.1,
+        # LFM2's original keys, as LiquidAI's configs carry them (transformers' Lfm2Config
+        # does not write them; vLLM's own LFM2 class reads them).
+        conv_dim=s["hidden"],
+        block_dim=s["hidden"],
     )
     torch.manual_seed(seed)
     model = Lfm2Model(config).eval()

@@ -36,11 +36,10 @@ README_FLAGS = [
     "--runner", "pooling", "--trust-remote-code", "--dtype", "bfloat16",
     "--no-enable-prefix-caching", "--no-enable-chunked-prefill",
 ]  # fmt: skip
+COLQWEN3_FLAGS = ["--max-model-len", "8192", "--limit-mm-per-prompt", '{"image": 1}']
 README_FLAGS_BY_PLUGIN: dict[str, list[str]] = {
     "embeddinggemma_io": [f for f in README_FLAGS if f != "--no-enable-chunked-prefill"],
-    "colqwen3_io": [
-        *README_FLAGS, "--max-model-len", "8192", "--limit-mm-per-prompt", '{"image": 1}'
-    ],  # fmt: skip
+    "colqwen3_io": [*README_FLAGS, *COLQWEN3_FLAGS],
 }
 
 
@@ -90,6 +89,33 @@ def refusal_line(server: VllmServer) -> str | None:
         if "reads the outputs of" in line and "add " in line:
             return line
     return None
+
+
+# What vLLM's API server logs once it serves; absent when vLLM stopped before (here: its own
+# class for the checkpoint's config.json, or that class's processor, could not load the
+# checkpoint, before the API server's IOProcessor ran).
+SERVING = "Application startup complete"
+
+
+def assert_refused(server: VllmServer, flag: str, engine_may_fail: str | None = None) -> None:
+    """``server`` (the README's command without ``flag``) never serves: its IOProcessor refused
+    in one line naming ``flag``; or, where ``engine_may_fail`` says why vLLM's own class for
+    the checkpoint's ``config.json`` cannot load it, vLLM stopped before serving."""
+    from vllm_factory.testing.server import ServerStartError
+
+    try:
+        server.start()
+    except ServerStartError:
+        pass
+    else:
+        server.stop()
+        raise AssertionError("the README's command started a server that cannot serve")
+    line = refusal_line(server)
+    if line is None and engine_may_fail is not None:
+        assert SERVING not in server.log_tail(100_000), server.log_tail()
+        return
+    assert line is not None, server.log_tail()
+    assert "\n" not in line and f"add {flag} to the vllm serve command" in line, line
 
 
 def post(server: VllmServer, data: dict[str, Any]) -> Any:

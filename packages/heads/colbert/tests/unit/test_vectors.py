@@ -52,3 +52,23 @@ def test_half_precision_bytes_are_little_endian():
     assert f16 == np.array([1.0, -2.0], dtype="<f2").tobytes() == b"\x00\x3c\x00\xc0"
     bf16 = base64.b64decode(encode_vectors(vectors, "base64", "bfloat16")["embeddings"])
     assert bf16 == b"\x80\x3f\x00\xc0"  # the top halves of float32 1.0 and -2.0
+
+
+def test_decode_reads_every_answer_form():
+    """One text with float vectors (``data`` is the vectors), one text's item (float or
+    base64), and a list of items: the same matrices."""
+    from vllm_factory.heads.colbert.vectors import decode_response
+
+    a = np.arange(6, dtype=np.float32).reshape(3, 2) / 7
+    b = np.ones((1, 2), dtype=np.float32)
+    as_float = [encode_vectors(m, "float") for m in (a, b)]
+    as_base64 = [encode_vectors(m, "base64") for m in (a, b)]
+    np.testing.assert_array_equal(decode_vectors(a.tolist()), a)
+    for data in (a.tolist(), as_float[0], as_base64[0]):
+        (only,) = decode_response(data)
+        np.testing.assert_array_equal(only, a)
+    for items in (as_float, as_base64):
+        got = decode_response(items)
+        assert len(got) == 2
+        np.testing.assert_array_equal(got[0], a)
+        np.testing.assert_array_equal(got[1], b)

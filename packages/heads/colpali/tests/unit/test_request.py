@@ -73,3 +73,9 @@ def test_bad_values_are_refused(data):
 )
 def test_bare_vectors_for_one_input_in_floats(data, bare):
     assert parse(data).bare_vectors is bare
+
+
+def test_an_image_as_a_document_is_accepted_as_vllm_factory_0_2_sends_it():
+    """``{"image": ..., "is_query": false}`` (0.2's README): images are documents."""
+    request = parse({"image": "aGVsbG8=", "is_query": False})
+    assert request.problem() is None and request.image_sources == ["aGVsbG8="]

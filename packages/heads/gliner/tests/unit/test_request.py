@@ -155,6 +155,6 @@ def test_candidate_labels_problems_name_the_field(data, field):
 
 @pytest.mark.parametrize("bad", [[], [""], "x", [1], ["y"] * (MAX_LABELS_PER_REQUEST + 1)])
 def test_bad_candidate_labels_are_refused_by_field(bad):
-    assert field_of({"text": "a", "labels": ["x"], "candidate_labels": bad}) == (
+    assert field_of({"text": "a", "labels": ["x"], "candidate_labels": bad}).startswith(
         "data.candidate_labels"
     )

@@ -41,13 +41,13 @@ SETTINGS = "config_sentence_transformers.json"
 
 
 def check_plugin(answer: dict) -> None:
-    item = answer["data"][0]
-    embeddings = item["embeddings"]
-    if isinstance(embeddings, str):  # base64 [num_tokens, dim], float32 unless "dtype" says
+    item = answer["data"]  # one text: its vectors (float), or its item (base64)
+    if isinstance(item, dict):  # base64 [num_tokens, dim], float32 unless "dtype" says
         width = 2 if item.get("dtype") in ("float16", "bfloat16") else 4
-        ok = len(base64.b64decode(embeddings)) == width * item["num_tokens"] * item["dim"]
+        size = len(base64.b64decode(item["embeddings"]))
+        ok = size == width * item["num_tokens"] * item["dim"]
     else:
-        ok = bool(embeddings) and len(embeddings[0]) >= 2
+        ok = bool(item) and isinstance(item[0], list) and len(item[0]) >= 2
     if not ok:
         raise ValueError(f"plugin: expected one vector per token, got {str(answer)[:300]}")
 

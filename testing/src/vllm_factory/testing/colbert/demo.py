@@ -35,9 +35,9 @@ def run_demo(reference: ModuleType, io_processor: str, architecture: str) -> Non
         checkpoint, io_processor_plugin=io_processor, hf_overrides={"architectures": [architecture]}
     ) as server:
         print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
-        (query,) = server.show_pooling({"text": QUERY, "is_query": True})
+        # One text: its token vectors; a list of texts: one item per text.
+        q = np.asarray(server.show_pooling({"text": QUERY, "is_query": True}))
         documents = server.show_pooling({"text": DOCUMENTS, "is_query": False})
-        q = np.asarray(query["embeddings"])
         print(f"query: {q.shape[0]} token vectors of dim {q.shape[1]}")
         for text, item in zip(DOCUMENTS, documents):
             d = np.asarray(item["embeddings"])

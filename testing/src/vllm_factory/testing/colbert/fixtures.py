@@ -104,12 +104,15 @@ def encoder(server):
     """``encode(texts, is_query)`` through POST /pooling -> list of ``[tokens, dim]`` arrays."""
 
     def run(texts: list[str] | str, is_query: bool) -> list[np.ndarray]:
+        """One text (a string) is answered with its vectors; a list with one item each."""
         response = server.pooling({"text": texts, "is_query": is_query})
         assert response.status_code == 200, response.text
-        items = response.json()["data"]
-        for item in items:
+        data = response.json()["data"]
+        if isinstance(texts, str):
+            return [np.asarray(data, dtype=np.float32)]
+        for item in data:
             assert item["num_tokens"] == len(item["embeddings"])
-        return [np.asarray(item["embeddings"], dtype=np.float32) for item in items]
+        return [np.asarray(item["embeddings"], dtype=np.float32) for item in data]
 
     return run
 

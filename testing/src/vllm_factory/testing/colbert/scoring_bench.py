@@ -60,7 +60,10 @@ def client_maxsim(query: np.ndarray, docs: list[np.ndarray]) -> list[float]:
     return [float((query @ d.T).max(axis=1).sum()) for d in docs]
 
 
-def decode(item: dict) -> np.ndarray:
+def decode(item: dict | list) -> np.ndarray:
+    """One text's answer: its float vectors, or an item (float lists or float32 base64)."""
+    if isinstance(item, list):
+        return np.asarray(item, dtype=np.float32)
     if isinstance(item["embeddings"], str):
         raw = base64.b64decode(item["embeddings"])
         return np.frombuffer(raw, dtype="<f4").reshape(item["num_tokens"], item["dim"])
@@ -78,7 +81,7 @@ def one_request(server, way: str, query: str, docs: list[str]) -> list[float]:
     d = server.pooling({"text": docs, "encoding_format": encoding}, timeout=600)
     q.raise_for_status()
     d.raise_for_status()
-    return client_maxsim(decode(q.json()["data"][0]), [decode(i) for i in d.json()["data"]])
+    return client_maxsim(decode(q.json()["data"]), [decode(i) for i in d.json()["data"]])
 
 
 def measure(server, way: str, query: str, docs: list[str], requests: int, clients: int) -> dict:

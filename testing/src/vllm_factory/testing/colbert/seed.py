@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from vllm_factory.testing.seed import (
+    assert_refused,
     dumps,
     is_token_vectors,
     maxsim,
@@ -18,9 +19,11 @@ from vllm_factory.testing.seed import (
     readme_server,
     refusal_line,
 )
-from vllm_factory.testing.server import ServerStartError
 
 FLAG = "--config-format colbert"
+# Relative: a text's bf16 vectors move by this much between batches of other shapes (a short
+# LFM2 document's MaxSim moved 3 % on the CPU, compiled).
+BF16_SCORE_TOLERANCE = 5e-2
 # The README's request text per model.
 README_TEXT = {
     "moderncolbert_io": "European Central Bank monetary policy",
@@ -39,12 +42,8 @@ def test_readme_serve_command_refuses_in_one_line_naming_the_flag(checkpoint, co
     """A PyLate checkpoint's config.json names the plain backbone: without the flag vLLM
     would serve its own ModernBERT / LFM2 class, answering every request with 400."""
     server = readme_server(checkpoint, colbert_package.io_processor, eager=True)
-    with pytest.raises(ServerStartError):
-        server.start()
-    line = refusal_line(server)
-    assert line is not None, server.log_tail()
-    assert f"reads the outputs of {colbert_package.architecture}" in line
-    assert f"add {FLAG} to the vllm serve command" in line
+    assert_refused(server, FLAG)
+    assert f"reads the outputs of {colbert_package.architecture}" in refusal_line(server)
 
 
 def test_readme_request_gets_the_text_token_vectors(readme_colbert, colbert_package):
@@ -56,7 +55,8 @@ def test_readme_request_gets_the_text_token_vectors(readme_colbert, colbert_pack
 
 def test_a_readme_style_client_ranks_documents_as_the_server_scores_them(readme_colbert, corpus):
     """A client of the README's kind: one request per text, MaxSim over ``data`` computed in
-    plain Python; the same ranking as the server's own scoring request."""
+    plain Python; the server's own scoring request gives the same scores, to bf16 noise (the
+    scoring request encodes the texts in another batch)."""
     query = corpus["queries"][0]
     documents = corpus["documents"][:4]
     query_vectors = post(readme_colbert, {"text": query, "is_query": True})
@@ -64,7 +64,7 @@ def test_a_readme_style_client_ranks_documents_as_the_server_scores_them(readme_
     client = [maxsim(query_vectors, post(readme_colbert, {"text": d})) for d in documents]
     served = post(readme_colbert, {"query": query, "documents": documents})["scores"]
     for mine, theirs in zip(client, served):
-        assert abs(mine - theirs) <= 1e-2 * max(1.0, abs(theirs)), (client, served)
+        assert abs(mine - theirs) <= BF16_SCORE_TOLERANCE * max(1.0, abs(theirs)), (client, served)
 
 
 def test_several_texts_still_get_one_item_each(readme_colbert):

@@ -354,17 +354,10 @@ def native_query_body(suffix: str, prefix: str = "") -> Callable[[str, str, str]
 
 
 def plugin_vectors(answer: dict) -> list[Any]:
-    """The token-vector matrices (numpy float32) of a plugin answer."""
-    import numpy as np
-    from vllm_factory.heads.colbert.vectors import decode_vectors
+    """The token-vector matrices (numpy float32) of a plugin answer (any of its forms)."""
+    from vllm_factory.heads.colbert.vectors import decode_response
 
-    out = []
-    for item in answer["data"]:
-        if isinstance(item["embeddings"], str):
-            out.append(decode_vectors(item))
-        else:
-            out.append(np.asarray(item["embeddings"], dtype=np.float32))
-    return out
+    return decode_response(answer["data"])
 
 
 def native_vectors(answer: dict, dim: int, embed_dtype: str = "float32") -> list[Any]:
@@ -384,9 +377,8 @@ def native_vectors(answer: dict, dim: int, embed_dtype: str = "float32") -> list
 
 
 def check_plugin(answer: dict) -> None:
-    item = answer["data"][0]
     vectors = plugin_vectors(answer)[0]
-    if vectors.ndim != 2 or len(vectors) != item["num_tokens"] or vectors.shape[1] < 2:
+    if vectors.ndim != 2 or not len(vectors) or vectors.shape[1] < 2:
         raise ValueError(f"plugin: expected one vector per token, got {str(answer)[:300]}")
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-from vllm_factory.heads.colbert.vectors import decode_vectors
+from vllm_factory.heads.colbert.vectors import decode_response
 from vllm_factory.testing.colpali.references import ColPaliReference
 from vllm_factory.testing.fixtures import (
     fixture_names,
@@ -137,16 +137,15 @@ def server(checkpoint: Path, reference_dir: Path):
 
 
 def vectors_of(response) -> list[np.ndarray]:
-    """The token vectors of a 200 encoding response, as float32 arrays (either encoding)."""
+    """The token vectors of a 200 encoding response, as float32 arrays, one per input (any
+    answer form: one input's vectors or item, or one item per input)."""
     assert response.status_code == 200, response.text
-    out = []
-    for item in response.json()["data"]:
-        if isinstance(item["embeddings"], str):
-            matrix = decode_vectors(item)
-        else:
-            matrix = np.asarray(item["embeddings"], dtype=np.float32)
-        assert len(matrix) == item["num_tokens"]
-        out.append(matrix)
+    data = response.json()["data"]
+    items = [data] if isinstance(data, dict) or (data and isinstance(data[0], list)) else data
+    out = decode_response(data)
+    for item, matrix in zip(items, out):
+        if isinstance(item, dict):
+            assert len(matrix) == item["num_tokens"]
     return out
 
 

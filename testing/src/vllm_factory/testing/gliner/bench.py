@@ -93,7 +93,7 @@ def describe_entities(bodies: list[dict], answers: list[dict]) -> dict:
     """Entities per word of the plugin's answers (a trained model finds about one per 5 - 15
     words; the bench checkpoint is calibrated to that)."""
     texts = [body["data"]["text"] for body in bodies]
-    return _density(texts, [len(answer["data"][0]) for answer in answers])
+    return _density(texts, [len(answer["data"]) for answer in answers])  # one text each
 
 
 def describe_serve_entities(bodies: list[dict], answers: list[dict]) -> dict:

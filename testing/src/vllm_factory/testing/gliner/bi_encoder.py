@@ -52,15 +52,15 @@ def test_a_thousand_candidate_labels_are_scored(ner):
     scores are those it gets beside a few others."""
     text = "Ada Lovelace met Charles Babbage in London."
     labels = [f"candidate {i}: entry {i} of a knowledge base" for i in range(1000)]
-    (many,) = ner({"text": text, "labels": labels, "return_scores": True})
-    (few,) = ner({"text": text, "labels": labels[:3], "return_scores": True})
+    many = ner({"text": text, "labels": labels, "return_scores": True})  # one text: its item
+    few = ner({"text": text, "labels": labels[:3], "return_scores": True})
     scores, some = np.asarray(many["scores"]), np.asarray(few["scores"])
     assert scores.shape[2] == 1000
     assert np.allclose(scores[:, :, :3], some, rtol=0, atol=1e-5)
 
 
 def test_marker_tokens_are_plain_text_in_bi_encoder_labels(ner):
-    (entities,) = ner({"text": "Angela Merkel met Emmanuel Macron.", "labels": ["a <<ENT>> b"]})
+    entities = ner({"text": "Angela Merkel met Emmanuel Macron.", "labels": ["a <<ENT>> b"]})
     assert all(e["label"] == "a <<ENT>> b" for e in entities)
 
 

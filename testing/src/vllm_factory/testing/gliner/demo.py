@@ -41,7 +41,8 @@ def run_demo(reference: ModuleType) -> None:
         _prepare(checkpoint, served)
         with VllmServer(served) as server:
             print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
-            (entities,) = server.show_pooling({"text": TEXT, "labels": LABELS, "threshold": 0.5})
+            # One text: its entities (a list of texts: one list per text).
+            entities = server.show_pooling({"text": TEXT, "labels": LABELS, "threshold": 0.5})
             print(f"{len(entities)} entities")
             for entity in entities:
                 print(
@@ -78,7 +79,7 @@ def run_linking_demo(bi_encoder_reference: object) -> None:
         with VllmServer(served) as server:
             print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
             spans = [{"start": a, "end": b} for a, b in LINK_MENTIONS]
-            (links,) = server.show_pooling({
+            links = server.show_pooling({
                 "text": LINK_TEXT, "candidates": LINK_CANDIDATES, "threshold": 0.0,
                 "template": "{label}: {description}", "input_spans": [spans],
             })  # fmt: skip

@@ -130,7 +130,7 @@ def _served_links(server, inputs: dict, local: dict, rerank: bool) -> list[list[
             data["max_labels"] = inputs["l4_max_labels"]
         response = server.pooling(data)
         assert response.status_code == 200, response.text
-        results.append(response.json()["data"][0])
+        results.append(response.json()["data"])  # one text: its entities
     return results
 
 

@@ -3,9 +3,10 @@
 Encoding: request ``data`` ``{"text": str | [str, ...], "is_query": bool = false}``; response
 ``data`` for one text (a string): its token vectors, ``[[float, ...], ...]``; for a list of
 texts: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text, in input
-order; vectors are L2-normalised. With ``"encoding_format": "base64"`` in ``data``, every text
-(one or a list) gets such an item, its ``embeddings`` the base64 of the ``[num_tokens, dim]``
-little-endian float32 matrix (row-major), and ``dim`` is added.
+order; vectors are L2-normalised. With ``"encoding_format": "base64"`` in ``data``, a text
+gets such an item (one text: the item itself, a list: one per text), its ``embeddings`` the
+base64 of the ``[num_tokens, dim]`` little-endian float32 matrix (row-major), and ``dim`` is
+added.
 
 Scoring: request ``data`` ``{"query": str, "documents": [str, ...], "top_k": int}``; the
 query and the documents are encoded as above and scored here (MaxSim, see ``scoring``);
@@ -178,13 +179,13 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
             if request.top_k is None:
                 return {"scores": scores}
             return {"scores": scores, "top": top_k(scores, request.top_k)}
-        if request.bare_vectors:  # one text, float vectors: the seed's form
+        if request.bare_vectors:  # one text, float vectors: vLLM Factory 0.2's form
             return self.kept_vectors(outputs[0], request.is_query).tolist()
         results = []
         for output in outputs:
             vectors = self.kept_vectors(output, request.is_query)
             results.append(encode_vectors(vectors, request.encoding_format, request.embed_dtype))
-        return results
+        return results[0] if isinstance(request.text, str) else results
 
     def kept_vectors(self, output: Any, is_query: bool) -> np.ndarray:
         """The float32 vectors a text is represented by: all of them, less the skiplist tokens

@@ -3,8 +3,8 @@
 Two forms:
 
 - encoding: ``{"text": str | [str, ...], "is_query": bool, "encoding_format": ...,
-  "embed_dtype": ...}`` returns one text's token vectors (a string, float vectors), or one
-  item per text (a list, or base64 vectors; ``vectors``: the encodings);
+  "embed_dtype": ...}`` returns one text's token vectors (a string, float vectors; its base64
+  item with base64), or one item per text (a list; ``vectors``: the encodings);
 - scoring: ``{"query": str, "documents": [str, ...], "top_k": int}`` returns one MaxSim score
   per document (and the ``top_k`` best), the vectors never leaving the server.
 """

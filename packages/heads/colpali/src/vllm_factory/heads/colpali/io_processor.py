@@ -125,6 +125,7 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
             if request.top_k is None:
                 return {"scores": scores}
             return {"scores": scores, "top": top_k(scores, request.top_k)}
-        if request.bare_vectors:  # one text or image, float vectors: the seed's form
+        if request.bare_vectors:  # one text or image, float vectors: 0.2's form
             return vectors[0].tolist()
-        return [encode_vectors(v, request.encoding_format, request.embed_dtype) for v in vectors]
+        items = [encode_vectors(v, request.encoding_format, request.embed_dtype) for v in vectors]
+        return items[0] if request.one_input else items

@@ -29,6 +29,18 @@ from vllm_factory.heads.colpali.head import (
 )
 
 
+class ImagesOnly:
+    """Processing-info mixin for a document retriever on a vision-language backbone: images
+    only. The backbone's other modalities keep their key (its start-up bookkeeping names them)
+    with a limit of 0, so that vLLM neither profiles one (a dummy video, which a CPU host
+    without torchvision cannot process, once ``--max-model-len`` is long enough to hold one)
+    nor accepts one. The IOProcessor sends images and texts only."""
+
+    def get_supported_mm_limits(self) -> dict[str, int | None]:
+        limits = super().get_supported_mm_limits()  # type: ignore[misc]
+        return {m: (limit if m == "image" else 0) for m, limit in limits.items()}
+
+
 class ColPaliModel:
     is_pooling_model = True
     # Checkpoint name prefix -> the prefix the backbone class's own ``load_weights`` expects

@@ -5,8 +5,8 @@ Two forms:
 - encoding: ``{"text": str | [str, ...], "is_query": bool}`` or ``{"image": str | [str, ...]}``
   (each image: raw base64, a ``data:`` URL, an http(s) URL or a local path; see ``images``),
   plus ``"encoding_format": "float" | "base64"`` and, for base64, ``"embed_dtype"``; returns
-  one input's token vectors (a string, float vectors) or one item per input (a list, or
-  base64 vectors);
+  one input's token vectors (a string, float vectors; its base64 item with base64), or one
+  item per input (a list);
 - scoring: ``{"query": str, "images": [str, ...], "documents": [str, ...], "top_k": int}``
   (images and/or text documents) returns one MaxSim score per document, images first, the
   vectors never leaving the server.
@@ -87,8 +87,8 @@ class ColPaliRequest(BaseModel):
             return "data.image", "data.image: send either text or image, not both"
         if self.text is None and self.image is None:
             return "data.text", "data.text: field required (or data.image, or data.query)"
-        if self.image is not None and "is_query" in given:
-            return "data.is_query", "data.is_query: applies to texts only (images are documents)"
+        if self.image is not None and self.is_query:
+            return "data.is_query", "data.is_query: images are documents (is_query false only)"
         return embed_dtype_problem(self.encoding_format, self.embed_dtype)
 
     @property
@@ -96,11 +96,15 @@ class ColPaliRequest(BaseModel):
         return self.query is not None
 
     @property
+    def one_input(self) -> bool:
+        """One text or image given as a string (not a list): answered with its result alone."""
+        return not self.is_scoring and (isinstance(self.text, str) or isinstance(self.image, str))
+
+    @property
     def bare_vectors(self) -> bool:
-        """Whether the response is one input's vectors as nested lists (one text or image as
-        a string, float vectors), not one item per input."""
-        one = isinstance(self.text, str) or isinstance(self.image, str)
-        return not self.is_scoring and one and self.encoding_format == "float"
+        """Whether the response is one input's vectors as nested lists (one input, float
+        vectors), not an item with ``embeddings`` and ``num_tokens``."""
+        return self.one_input and self.encoding_format == "float"
 
     @property
     def image_sources(self) -> list[str]:

@@ -179,7 +179,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         return request._plan
 
     def _make_label_plan(self, request: GLiNERRequest) -> LabelPlan:
-        if request.candidate_labels is not None:  # the seed's linking form
+        if request.candidate_labels is not None:  # vLLM Factory 0.2's linking form
             types = unique_labels(request.labels or ())
             links = unique_labels(request.candidate_labels)
             size = len(links) if self.settings.bi_encoder else UNI_ENCODER_MAX_LABELS
@@ -326,5 +326,5 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 results.append({"entities": entities, "scores": torch.cat(per_chunk, 2).tolist()})
             else:
                 results.append(entities)
-        # One text (the seed's form): its entities; a list of texts: one result per text.
+        # One text (vLLM Factory 0.2's form): its entities; a list of texts: one result per text.
         return results[0] if isinstance(request.text, str) else results

@@ -16,7 +16,7 @@ Each entity keeps gliner's fields (``class_probs`` included) and gains ``candida
 ``candidates``: the labels of ``class_probs`` as candidates, ``[{"id", "label", "score"}]``
 best first.
 
-The seed's form, ``labels`` with ``candidate_labels``: the types are one chunk, decoded as a
+vLLM Factory 0.2's form, ``labels`` with ``candidate_labels``: the types are one chunk, decoded as a
 plain NER request; the candidate labels follow in chunks of their own (a uni-encoder's prompt
 holds a bounded number of labels), scored for the same spans and never decoded. Each entity's
 span then links to its best-scoring candidate label (:func:`link_spans`).
@@ -44,7 +44,7 @@ class LabelPlan:
     chunks: list[list[str]]
     candidates: list[dict] | None = None
     owner: dict[str, int] = field(default_factory=dict)
-    # The seed's linking form: the chunks after the first hold candidate labels to link to.
+    # vLLM Factory 0.2's linking form: the chunks after the first hold candidate labels to link to.
     links_spans: bool = False
 
     @property
@@ -137,7 +137,7 @@ def link_spans(
     candidate_labels: Sequence[str],
     threshold: float,
 ) -> list[dict]:
-    """The seed's linking: each entity (its span's score row over the candidate labels in
+    """vLLM Factory 0.2's linking: each entity (its span's score row over the candidate labels in
     ``cells``, one per entity) gains ``linked_to``, the best candidate label (null below
     ``threshold``), and ``linked_score``, its score. Ties go to the first candidate."""
     for entity, row in zip(entities, cells):

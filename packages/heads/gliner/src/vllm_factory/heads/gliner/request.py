@@ -74,7 +74,7 @@ class GLiNERRequest(BaseModel):
     scored in chunks of this many, best entity per span kept); entities then carry
     ``class_probs``, ``candidate_id`` and ranked ``candidates``.
 
-    Linking in the seed's form: ``labels`` (entity types) with ``candidate_labels`` (names of
+    Linking in vLLM Factory 0.2's form: ``labels`` (entity types) with ``candidate_labels`` (names of
     the entities to link to): entities are found by their types as without it, and each gets
     ``linked_to``, the candidate label its span scores highest (null when no candidate
     reaches the threshold), and ``linked_score``, that score."""

@@ -6,7 +6,7 @@ from vllm_factory.models.deberta_gliner.version import __version__ as __version_
 DISTRIBUTION = "vllm-factory-deberta-gliner"
 ARCHITECTURE = "DebertaGLiNERForSpanNER"
 IO_PROCESSOR = "deberta_gliner_io"
-# Also registered under the seed's name for its GLiNER linker (a DeBERTa bi-encoder).
+# Also registered under vLLM Factory 0.2's name for its GLiNER linker (a DeBERTa bi-encoder).
 IO_PROCESSOR_ALIASES = ("deberta_gliner_linker_io",)
 # What the entry points (plugin.py) register; vLLM imports them lazily.
 MODEL = "vllm_factory.models.deberta_gliner.model:DebertaGLiNER"

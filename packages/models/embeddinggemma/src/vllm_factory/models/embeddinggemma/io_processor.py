@@ -109,5 +109,5 @@ class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
             results.append(
                 {"embedding": vector.float().tolist(), "num_tokens": len(output.prompt_token_ids)}
             )
-        # One text (the seed's form): its vector; a list of texts: one item per text.
+        # One text (vLLM Factory 0.2's form): its vector; a list of texts: one item per text.
         return results[0]["embedding"] if isinstance(request.text, str) else results

@@ -6,7 +6,7 @@ from vllm_factory.models.mmbert_gliner.version import __version__ as __version__
 DISTRIBUTION = "vllm-factory-mmbert-gliner"
 ARCHITECTURE = "MmBertGLiNERForSpanNER"
 IO_PROCESSOR = "mmbert_gliner_io"
-# Also registered under the seed's name for its GLiNER reranker (a ModernBERT uni-encoder).
+# Also registered under vLLM Factory 0.2's name for its GLiNER reranker (a ModernBERT uni-encoder).
 IO_PROCESSOR_ALIASES = ("modernbert_gliner_rerank_io",)
 # What the entry points (plugin.py) register; vLLM imports them lazily.
 MODEL = "vllm_factory.models.mmbert_gliner.model:MmBertGLiNER"

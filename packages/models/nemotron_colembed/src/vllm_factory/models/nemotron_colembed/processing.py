@@ -20,6 +20,7 @@ use_pil_image_processors()
 
 from transformers import Qwen3VLProcessor
 from vllm.model_executor.models.qwen3_vl import Qwen3VLProcessingInfo
+from vllm_factory.heads.colpali.model import ImagesOnly
 
 
 def video_processor_like(image_processor: Any) -> Any:
@@ -54,10 +55,10 @@ class ImageOnlyQwen3VLProcessor(Qwen3VLProcessor):
             self.video_processor = video_processor_like(image_processor)
 
 
-class NemotronColEmbedProcessingInfo(Qwen3VLProcessingInfo):
-    """Qwen3-VL's processing info with :class:`ImageOnlyQwen3VLProcessor`. It still declares
-    video support, as Qwen3-VL's start-up bookkeeping expects; the IOProcessor sends images
-    only."""
+class NemotronColEmbedProcessingInfo(ImagesOnly, Qwen3VLProcessingInfo):
+    """Qwen3-VL's processing info with :class:`ImageOnlyQwen3VLProcessor`, images only
+    (:class:`~vllm_factory.heads.colpali.model.ImagesOnly`: video keeps its key, as Qwen3-VL's
+    start-up bookkeeping expects, with a limit of 0)."""
 
     def get_hf_processor(self, **kwargs: object) -> ImageOnlyQwen3VLProcessor:
         return self.ctx.get_hf_processor(ImageOnlyQwen3VLProcessor, **kwargs)
