@@ -381,7 +381,7 @@ def test_gliner_describe_counts_entities_per_word() -> None:
         plugin_body("m", "one two three four", "float"),
         plugin_body("m", "five six", "float"),
     ]
-    answers = [{"data": [[{"label": "person"}]]}, {"data": [[]]}]
+    answers = [{"data": [{"label": "person"}]}, {"data": []}]  # one text a body: its entities
     assert describe_entities(bodies, answers) == {
         "texts": 2, "words": 6, "entities": 1, "entities_per_word": round(1 / 6, 4),
         "texts_without_entities": 1, "densest_text_entities_per_word": 0.25,
