@@ -22,3 +22,13 @@ def test_accepts_and_returns_the_value_unchanged(value):
 def test_refuses_with_a_message_naming_the_rule(value, message):
     with pytest.raises(ValueError, match=message):
         check_texts(value, max_items=2, max_chars=10, noun="document")
+
+
+def test_lone_surrogates_are_found_by_path():
+    from vllm_factory.core.request import lone_surrogate_path
+
+    assert lone_surrogate_path({"text": "café 😀", "labels": ["a"]}) is None
+    assert lone_surrogate_path({"text": "caf\ud800e"}) == "data.text"
+    assert lone_surrogate_path({"text": ["ok", "x\udfff"]}) == "data.text.1"
+    assert lone_surrogate_path({"schema": {"bad\ud800key": 1}}) == "data.schema.bad\\ud800key"
+    assert lone_surrogate_path([1, 2.5, None, True]) is None

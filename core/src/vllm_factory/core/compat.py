@@ -44,9 +44,7 @@ __all__ = [
     "default_pooling_type",
     "device_type",
     "exact_attention_needed",
-    "fetch_media_bytes",
     "flash_attn_varlen_func",
-    "media_connector",
     "plugin_pooling_params",
     "prompt_token_ids_cpu",
     "scheduled_token_counts",
@@ -88,55 +86,6 @@ def prompt_token_ids_cpu(pooling_metadata: PoolingMetadata) -> list[torch.Tensor
     if getter is not None:
         return getter()
     return [ids.cpu() for ids in pooling_metadata.get_prompt_token_ids()]
-
-
-# -- media (images named by URL or path in a request) -------------------------------------------
-
-
-def media_connector(model_config: Any) -> Any:
-    """vLLM's media connector with the server's ``--allowed-local-media-path`` and
-    ``--allowed-media-domains`` (what vLLM's chat API applies to image URLs)."""
-    try:
-        from vllm.multimodal.media import MediaConnector
-    except ImportError:  # pragma: no cover - CUDA vLLM 0.26
-        from vllm.multimodal.utils import MediaConnector
-    return MediaConnector(
-        allowed_local_media_path=getattr(model_config, "allowed_local_media_path", "") or "",
-        allowed_media_domains=getattr(model_config, "allowed_media_domains", None),
-    )
-
-
-class _RawBytes:
-    """A media reader for vLLM's connector that keeps the file's bytes (decoded by the caller,
-    under its own limits)."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-
-    def get_max_bytes(self) -> int:
-        return self.max_bytes
-
-    def load_bytes(self, data: bytes) -> bytes:
-        return data
-
-    def load_base64(self, media_type: str, data: str) -> bytes:
-        import base64
-
-        return base64.b64decode(data)
-
-    def load_file(self, filepath: Any) -> bytes:
-        with open(filepath, "rb") as handle:
-            return handle.read(self.max_bytes + 1)
-
-
-def fetch_media_bytes(connector: Any, url: str, max_bytes: int) -> bytes:
-    """The bytes behind an http(s) or file URL, fetched as vLLM fetches images (its timeout,
-    redirect setting and allow-lists); at most ``max_bytes + 1`` are kept where vLLM can cap."""
-    from vllm import envs
-
-    return connector.load_from_url(
-        url, _RawBytes(max_bytes), fetch_timeout=envs.VLLM_IMAGE_FETCH_TIMEOUT
-    )
 
 
 # -- vLLM's attention in our encoders --------------------------------------------------------

@@ -15,6 +15,7 @@ refuses to start there, in one line naming the flag to add.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import OrderedDict
@@ -25,15 +26,17 @@ from pydantic import BaseModel, ValidationError
 from vllm.plugins.io_processors.interface import IOProcessor
 from vllm_factory.core import compat
 from vllm_factory.core.checkpoint import CheckpointFiles
-from vllm_factory.core.request import describe_validation_error
+from vllm_factory.core.request import describe_validation_error, lone_surrogate_path
 
 logger = logging.getLogger(__name__)
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
 
-# Validated requests wait here between pre_process and post_process (same API process).
-# Bounded, so requests that fail in the engine cannot grow it without limit.
-MAX_PENDING_REQUESTS = 65536
+# Validated requests wait here between pre_process and post_process (same API process). An
+# entry is dropped when its request's handler ends however it ends (answered, failed in vLLM
+# after pre_process, or aborted by the client); the bound is for callers without a handler task
+# (offline use).
+MAX_PENDING_REQUESTS = 4096
 
 
 class UnservedArchitectureError(RuntimeError):
@@ -103,6 +106,11 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
     def parse_data(self, data: object) -> RequestT:
         if data is None:
             raise compat.validation_error("data: field required", "data")
+        where = lone_surrogate_path(data)
+        if where is not None:  # JSON allows "\ud800"; no tokenizer or encoder takes it
+            raise compat.validation_error(
+                f"{where}: holds a lone UTF-16 surrogate (not a Unicode character)", where
+            )
         try:
             return self.request_model.model_validate(data)  # type: ignore[return-value]
         except ValidationError as error:
@@ -117,6 +125,14 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
     def pre_process(
         self, prompt: RequestT, request_id: str | None = None, **kwargs: Any
     ) -> list[dict]:
+        if request_id is not None:
+            with self._pending_lock:
+                taken = request_id in self._pending
+            if taken:  # a client may name its request; two at once would get each other's data
+                raise compat.validation_error(
+                    "request_id: a request with this id is in progress on this server",
+                    "request_id",
+                )
         prompts = [
             p if isinstance(p, dict) else {"prompt_token_ids": p}
             for p in self.build_prompts(prompt)
@@ -124,7 +140,10 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
         with self._pending_lock:
             self._pending[request_id] = prompt
             while len(self._pending) > MAX_PENDING_REQUESTS:
-                self._pending.popitem(last=False)
+                self.forget(self._pending.popitem(last=False)[0])
+        task = _handler_task()
+        if task is not None:
+            task.add_done_callback(lambda _task: self._drop(request_id))
         return prompts
 
     def post_process(
@@ -135,3 +154,32 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
         if request is None:
             raise RuntimeError(f"no pending request {request_id!r} to post-process")
         return self.build_response(request, model_output)
+
+    def forget(self, request_id: str | None) -> None:
+        """Drop what a subclass keeps for ``request_id`` beside the pending request (its
+        handler ended, or the pending map is full)."""
+
+    def _drop(self, request_id: str | None) -> None:
+        with self._pending_lock:
+            self._pending.pop(request_id, None)
+        self.forget(request_id)
+
+
+def budget_check(field: str, amount: int, limit: int, unit: str, setting: str, advice: str) -> None:
+    """A 400 naming ``field`` when a request holds more than ``limit`` ``unit`` (a server budget,
+    ``setting``), before any of that work is done."""
+    if amount > limit:
+        raise compat.validation_error(
+            f"{field}: this request holds {amount} {unit}, more than this server takes in one "
+            f"request ({setting}={limit}); {advice}",
+            field,
+        )
+
+
+def _handler_task() -> asyncio.Task | None:
+    """The asyncio task handling the current request, when pre-processing runs in one (vLLM's
+    API server calls IOProcessors on its event loop); None offline."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running event loop
+        return None

@@ -4,6 +4,7 @@ vLLM, so the request models are unit-tested without it)."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated
 
 from pydantic import AfterValidator, ValidationError
@@ -55,3 +56,28 @@ def describe_validation_error(error: ValidationError, root: str = "data") -> tup
     path = ".".join([root, *parts])
     message = first["msg"].removeprefix("Value error, ")
     return path, f"{path}: {message}"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate_path(value: object, path: str = "data") -> str | None:
+    """The path (``data.text.3``) of the first string in ``value`` (JSON: dicts, lists,
+    strings, numbers) that holds a lone UTF-16 surrogate, or None. Dict keys count too."""
+    if isinstance(value, str):
+        return path if _LONE_SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}"
+            if isinstance(key, str) and _LONE_SURROGATE.search(key):
+                # the path goes back in a JSON error: the surrogate written as its escape
+                return where.encode("utf-8", "backslashreplace").decode("utf-8")
+            found = lone_surrogate_path(item, where)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = lone_surrogate_path(item, f"{path}.{index}")
+            if found is not None:
+                return found
+    return None

@@ -137,3 +137,18 @@ def test_class_probs_are_the_five_best_labels_of_the_span_cell():
     assert list(entity["class_probs"]) == ["b", "d", "f", "c", "a"]
     assert entity["class_probs"]["b"] == pytest.approx(0.9)
     assert "class_probs" not in to_entities(decode_spans(s, 2, 0.85), words, labels, "x y")[0]
+
+
+def test_candidates_above_the_threshold_are_counted_before_they_are_ranked():
+    """``max_candidates`` bounds the Python work of a low threshold: over it, an error with the
+    count (the IOProcessor's 400 names the threshold); at it, the spans and their count."""
+    import pytest
+    from vllm_factory.heads.gliner.decoding import TooManyCandidates
+
+    scores = torch.full((4, 2, 3), 0.9)  # every cell above 0.5: 4 * 2 * 3 = 24 candidates
+    with pytest.raises(TooManyCandidates) as info:
+        decode_spans(scores, 4, 0.5, max_candidates=23)
+    assert info.value.count == 24
+    kept = decode_spans(scores, 4, 0.5, max_candidates=24)
+    assert kept.candidates == 21  # the cells whose span ends inside the text
+    assert kept == decode_spans(scores, 4, 0.5)

@@ -79,3 +79,22 @@ def test_link_spans_takes_each_span_best_candidate_above_the_threshold():
     assert linked[0]["linked_to"] == "TSLA" and linked[0]["linked_score"] == 0.95
     # below the threshold: no link, its best score still given (ties: the first candidate)
     assert linked[1]["linked_to"] is None and linked[1]["linked_score"] == 0.3
+
+
+def test_a_label_over_the_limit_is_refused_before_it_is_built():
+    """The length a template would give each candidate's label is computed from the parts,
+    so a long template times many candidates never builds gigabytes before its 400."""
+    from vllm_factory.heads.gliner.linking import LabelTooLong, label_length
+
+    candidates = [{"id": 1, "label": "Paris", "description": "x" * 50, "n": 12345}]
+    assert label_length("{label}: {description}", candidates[0]) == 5 + 2 + 50
+    assert label_length("{label} {n} {n}", candidates[0]) == len("Paris 12345 12345")
+    assert label_length("{missing}", candidates[0]) == 5  # the fallback: its own label
+    template = "{description}" + "." * 4100
+    with pytest.raises(LabelTooLong) as info:
+        candidate_labels(candidates * 2048, template, max_chars=4096)
+    assert (info.value.index, info.value.length) == (0, 4150)
+    assert candidate_labels(candidates, "{label}", max_chars=5) == (["Paris"], {"Paris": 0})
+    assert template_problem("{label}" + " " * 5000, max_chars=4096).startswith(
+        "data.template: at most 4096"
+    )

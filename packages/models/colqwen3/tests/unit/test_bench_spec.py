@@ -184,6 +184,8 @@ def test_vectors_decode_and_compare() -> None:
     assert colpali_bench.compare([a], [-a])["matches_plugin"] is False
     assert colpali_bench.compare([a[:2]], [a])["matches_plugin"] is False
     colpali_bench.check_plugin({"data": [{"embeddings": packed, "num_tokens": 3, "dim": 4}]})
+    colpali_bench.check_plugin({"data": {"embeddings": packed, "num_tokens": 3, "dim": 4}})
+    colpali_bench.check_plugin({"data": a.tolist()})  # one input, float vectors
     colpali_bench.check_native({"data": [{"data": packed}]})
     with pytest.raises(ValueError):
         colpali_bench.check_native({"data": [{"data": []}]})

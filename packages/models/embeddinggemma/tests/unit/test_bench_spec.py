@@ -33,7 +33,7 @@ def test_bodies_and_checks() -> None:
     assert plugin.make_body("m", "t", "float") == {"model": "m", "data": {"text": "t"}}
     with pytest.raises(ValueError):
         plugin.make_body("m", "t", "base64")
-    plugin.check({"data": [{"embedding": [0.1, 0.2]}]})
+    plugin.check({"data": [0.1, 0.2]})  # one text a body: its vector
     native.check({"data": [{"data": [0.1, 0.2]}]})
     with pytest.raises(ValueError):
-        plugin.check({"data": [{"embedding": []}]})
+        plugin.check({"data": []})

@@ -60,10 +60,13 @@ def test_checks_accept_both_encodings_and_reject_empty_answers() -> None:
     import base64
 
     packed = base64.b64encode(bytes(4 * 2 * 3)).decode()
-    bench.check_plugin({"data": [{"embeddings": packed, "num_tokens": 2, "dim": 3}]})
-    bench.check_plugin({"data": [{"embeddings": [[0.1, 0.2]], "num_tokens": 1}]})
+    # One text a body: its base64 item, or its float vectors themselves.
+    bench.check_plugin({"data": {"embeddings": packed, "num_tokens": 2, "dim": 3}})
+    bench.check_plugin({"data": [[0.1, 0.2]]})
     bench.check_native({"data": [{"data": packed}]})
     with pytest.raises(ValueError):
-        bench.check_plugin({"data": [{"embeddings": packed, "num_tokens": 3, "dim": 3}]})
+        bench.check_plugin({"data": {"embeddings": packed, "num_tokens": 3, "dim": 3}})
+    with pytest.raises(ValueError):
+        bench.check_plugin({"data": []})
     with pytest.raises(ValueError):
         bench.check_native({"data": [{"data": []}]})

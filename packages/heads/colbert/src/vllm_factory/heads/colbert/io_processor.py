@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import AutoTokenizer
-from vllm_factory.core import compat
-from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.core import compat, envs
+from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.heads.colbert.expansion import expansion_token_id
 from vllm_factory.heads.colbert.request import ColBERTRequest
 from vllm_factory.heads.colbert.scoring import maxsim_scores, top_k
@@ -133,9 +134,14 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
             return self._encode_pylate(text, is_query)
         settings = self.settings
         prompt = settings.query_prompt if is_query else settings.document_prompt
-        ids = self.tokenizer(
-            prompt + text, truncation="longest_first", max_length=self.limits[is_query]
-        )["input_ids"]
+        limit = self.limits[is_query]
+        ids = tokenize_cut(
+            lambda part: self.tokenizer(
+                prompt + part, truncation="longest_first", max_length=limit
+            )["input_ids"],
+            text,
+            limit,
+        )
         if is_query and self.expansion_id is not None:
             ids = ids + [self.expansion_id] * (settings.expansion_length - len(ids))
         return ids
@@ -149,7 +155,13 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
         prefix_id = self.query_prefix_id if is_query else self.document_prefix_id
         length = self.limits[is_query]
         room = length - 1 if prefix_id is not None else length
-        ids = self.tokenizer(text, truncation="longest_first", max_length=room)["input_ids"]
+        ids = tokenize_cut(
+            lambda part: self.tokenizer(part, truncation="longest_first", max_length=room)[
+                "input_ids"
+            ],
+            text,
+            room,
+        )
         if is_query and self.expansion_id is not None:
             ids = ids + [self.expansion_id] * (room - len(ids))
         if prefix_id is not None:
@@ -164,6 +176,14 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
         return request
 
     def build_prompts(self, request: ColBERTRequest) -> list[list[int]]:
+        queries = [request.is_scoring or request.is_query] + [request.is_query] * (
+            len(request.texts) - 1
+        )
+        chars = sum(first_cut(t, self.limits[q]) for t, q in zip(request.texts, queries))
+        field = "data.documents" if request.is_scoring else "data.text"
+        budget_check(field, chars, envs.get(envs.MAX_REQUEST_CHARS),
+                     "characters (as far as each text is read)", envs.MAX_REQUEST_CHARS.name,
+                     "send the texts in several requests")  # fmt: skip
         if request.is_scoring:
             documents = [self.encode(text, is_query=False) for text in request.documents]
             return [self.encode(request.query, is_query=True), *documents]

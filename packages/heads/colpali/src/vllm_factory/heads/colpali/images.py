@@ -1,16 +1,17 @@
 """Images as requests send them, decoded and checked; PIL only, no vLLM.
 
 A request names an image in one of four ways: raw base64 of the file, a ``data:image/...;base64,``
-URL, an ``http(s)://`` URL, or a local path (``file://`` URL or absolute path). The first two
-are decoded here; URLs and paths are fetched by vLLM's own media connector (so
-``--allowed-local-media-path`` and ``--allowed-media-domains`` apply as they do to vLLM's chat
-API), then checked here the same way.
+URL, an ``http(s)://`` URL, or a local file (a ``file://`` URL, or an absolute path inside the
+server's ``--allowed-local-media-path``). The first two are decoded here; URLs are fetched under
+the server's media policy (:mod:`~vllm_factory.heads.colpali.fetch`), local files read here if
+the server allows local media (as vLLM's chat API does). A string that starts with ``/`` but lies
+outside the allowed folder is base64 (every base64 JPEG starts with ``/9j/``).
 
-Limits (environment, read at server start):
-
-- ``VLLM_FACTORY_IMAGE_MAX_BYTES``: largest encoded image, default 20 MiB;
-- ``VLLM_FACTORY_IMAGE_MAX_PIXELS``: largest width x height, default 40,000,000 (checked from
-  the file header, before the pixels are decoded).
+Limits (:mod:`vllm_factory.core.envs`, read at server start): the encoded size of each image
+(``VLLM_FACTORY_IMAGE_MAX_BYTES``), its pixels (``VLLM_FACTORY_IMAGE_MAX_PIXELS``) and the pixels
+of all images of a request (``VLLM_FACTORY_REQUEST_MAX_PIXELS``), both checked from the file
+headers before any pixel is decoded, and the formats Pillow may open
+(``VLLM_FACTORY_IMAGE_FORMATS``).
 """
 
 from __future__ import annotations
@@ -18,15 +19,14 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import os
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
+from vllm_factory.core import envs
 
 BASE64, DATA_URL, HTTP_URL, LOCAL_PATH = "base64", "data", "url", "path"
-DEFAULT_MAX_BYTES = 20 * 1024 * 1024
-DEFAULT_MAX_PIXELS = 40_000_000
 
 
 class ImageError(ValueError):
@@ -35,40 +35,60 @@ class ImageError(ValueError):
 
 @dataclass(frozen=True)
 class ImageLimits:
-    max_bytes: int = DEFAULT_MAX_BYTES
-    max_pixels: int = DEFAULT_MAX_PIXELS
+    max_bytes: int = envs.IMAGE_MAX_BYTES.default
+    max_pixels: int = envs.IMAGE_MAX_PIXELS.default
+    request_pixels: int = envs.REQUEST_MAX_PIXELS.default
+    formats: tuple[str, ...] = envs.IMAGE_FORMATS.default
 
     @classmethod
     def from_env(cls) -> ImageLimits:
         return cls(
-            max_bytes=_positive_int("VLLM_FACTORY_IMAGE_MAX_BYTES", DEFAULT_MAX_BYTES),
-            max_pixels=_positive_int("VLLM_FACTORY_IMAGE_MAX_PIXELS", DEFAULT_MAX_PIXELS),
+            max_bytes=envs.get(envs.IMAGE_MAX_BYTES),
+            max_pixels=envs.get(envs.IMAGE_MAX_PIXELS),
+            request_pixels=envs.get(envs.REQUEST_MAX_PIXELS),
+            formats=envs.get(envs.IMAGE_FORMATS),
         )
 
 
-def _positive_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer") from None
-    if value < 1:
-        raise ValueError(f"{name}={raw!r} must be at least 1")
-    return value
-
-
-def source_kind(value: str) -> str:
-    """How ``value`` names its image: BASE64, DATA_URL, HTTP_URL or LOCAL_PATH."""
+def source_kind(value: str, local_root: Path | None = None) -> str:
+    """How ``value`` names its image: BASE64, DATA_URL, HTTP_URL or LOCAL_PATH (a ``file:`` URL,
+    or an absolute path inside ``local_root``, the server's allowed local media folder)."""
     head = value[:16].lower()
     if head.startswith("data:"):
         return DATA_URL
     if head.startswith(("http://", "https://")):
         return HTTP_URL
-    if head.startswith("file:") or value.startswith("/"):
+    if head.startswith("file:"):
+        return LOCAL_PATH
+    if local_root is not None and value.startswith("/") and _inside(value, local_root):
         return LOCAL_PATH
     return BASE64
+
+
+def _inside(path: str, root: Path) -> bool:
+    try:
+        return Path(path).resolve().is_relative_to(root)
+    except (OSError, ValueError):
+        return False
+
+
+def local_file(value: str, local_root: Path | None, max_bytes: int) -> bytes:
+    """The bytes of a local image (``file:`` URL or absolute path) inside ``local_root``."""
+    if local_root is None:
+        raise ImageError("local files are not allowed on this server (--allowed-local-media-path)")
+    path = value[len("file://") :] if value.lower().startswith("file://") else value
+    if value.lower().startswith("file:") and not value.lower().startswith("file://"):
+        path = value[len("file:") :]
+    if not _inside(path, local_root):
+        raise ImageError("is outside the server's allowed local media folder")
+    try:
+        with open(Path(path).resolve(), "rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError:
+        raise ImageError("could not be read") from None
+    if len(raw) > max_bytes:
+        raise ImageError(f"larger than {max_bytes} bytes")
+    return raw
 
 
 def inline_bytes(value: str, limits: ImageLimits) -> bytes:
@@ -100,23 +120,38 @@ def check_size(width: int, height: int, limits: ImageLimits) -> None:
         raise ImageError(f"{width}x{height} pixels is more than the limit of {limits.max_pixels}")
 
 
-def open_image(raw: bytes, limits: ImageLimits) -> Image.Image:
-    """Decode an image file's bytes, refusing what is not an image or is too large (checked on
-    the header, before the pixels are decoded)."""
+def open_header(raw: bytes, limits: ImageLimits) -> Image.Image:
+    """An image file opened in one of the allowed formats, its size checked, its pixels not yet
+    decoded."""
     try:
         with warnings.catch_warnings():
             # PIL warns above its own pixel limit; ours (checked next) is the one that counts.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(raw))
-            check_size(image.width, image.height, limits)
-            image.load()
-    except ImageError:
-        raise
+            image = Image.open(io.BytesIO(raw), formats=limits.formats)
     except (UnidentifiedImageError, Image.DecompressionBombError):
-        raise ImageError("not a decodable image") from None
+        raise ImageError(f"not a decodable image (formats: {', '.join(limits.formats)})") from None
     except (OSError, ValueError, SyntaxError) as error:
         raise ImageError(f"not a decodable image ({error})") from None
+    check_size(image.width, image.height, limits)
     return image
+
+
+def decode(image: Image.Image) -> Image.Image:
+    """The pixels of an image :func:`open_header` opened, RGB as the reference processors make
+    it (``Image.convert("RGB")``: alpha dropped)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image.load()
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+        raise ImageError(f"not a decodable image ({error})") from None
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def open_image(raw: bytes, limits: ImageLimits) -> Image.Image:
+    """Decode an image file's bytes, refusing what is not an image or is too large (checked on
+    the header, before the pixels are decoded); RGB."""
+    return decode(open_header(raw, limits))
 
 
 def as_rgb(image: Image.Image) -> Image.Image:

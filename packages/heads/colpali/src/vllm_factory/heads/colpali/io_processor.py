@@ -19,18 +19,21 @@ from typing import Any, ClassVar
 
 import torch
 from transformers import AutoTokenizer
-from vllm_factory.core import compat
-from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.core import compat, envs
+from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.heads.colbert.scoring import maxsim_scores, top_k
 from vllm_factory.heads.colbert.vectors import as_float32, encode_vectors
+from vllm_factory.heads.colpali.fetch import Fetcher, FetchError, MediaPolicy
 from vllm_factory.heads.colpali.images import (
     HTTP_URL,
     LOCAL_PATH,
     ImageError,
     ImageLimits,
-    as_rgb,
+    decode,
     inline_bytes,
-    open_image,
+    local_file,
+    open_header,
     source_kind,
 )
 from vllm_factory.heads.colpali.request import ColPaliRequest
@@ -55,7 +58,8 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
             raise TypeError(f"{type(self).__name__} must set image_prompt")
         self.image_prompt_ids: list[int] = self.tokenizer(image_prompt)["input_ids"]
         self.limits = ImageLimits.from_env()
-        self.media = compat.media_connector(self.vllm_config.model_config)
+        self.local_root = allowed_local_root(self.vllm_config.model_config)
+        self.fetcher = Fetcher(media_policy(self.vllm_config.model_config))
 
     def image_prompt_text(self) -> str:
         """The prompt around one image, with one image placeholder: :attr:`image_prompt`, or,
@@ -70,47 +74,102 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
         problem = request.problem()
         if problem is not None:
             raise compat.validation_error(problem[1], problem[0])
-        field = "data.images" if request.is_scoring else "data.image"
-        sources = request.image_sources
-        for i, source in enumerate(sources):
-            where = field if isinstance(request.image, str) else f"{field}.{i}"
-            try:
-                request._decoded.append(self.load_image(source))
-            except ImageError as error:
-                raise compat.validation_error(f"{where}: {error}", where) from None
+        request._decoded = self.load_images(request)
         return request
 
-    def load_image(self, source: str) -> Any:
-        """The RGB image a request names (see ``images`` for the forms and limits)."""
-        kind = source_kind(source)
-        if kind in (HTTP_URL, LOCAL_PATH):
-            url = Path(source).as_uri() if source.startswith("/") else source
-            try:
-                raw = compat.fetch_media_bytes(self.media, url, self.limits.max_bytes)
-            except Exception as error:  # noqa: BLE001 - vLLM's fetch errors vary by version
-                raise ImageError(f"could not be fetched ({error})") from None
-            if len(raw) > self.limits.max_bytes:
-                raise ImageError(f"larger than {self.limits.max_bytes} bytes")
-        else:
-            raw = inline_bytes(source, self.limits)
-        return as_rgb(open_image(raw, self.limits))
+    def load_images(self, request: ColPaliRequest) -> list[Any]:
+        """The RGB images a request names (see ``images`` for the forms and limits): every
+        URL fetched at once under one deadline, every header checked (each image's pixels, and
+        all of the request's together) before any pixel is decoded."""
+        field = "data.images" if request.is_scoring else "data.image"
+        sources = request.image_sources
 
-    def text_ids(self, text: str, is_query: bool) -> list[int]:
-        """Token ids exactly as the reference processor makes them for one text."""
-        if is_query:
-            text = self.query_prefix + text + self.query_suffix
-        return self.tokenizer(text)["input_ids"]
+        def where(i: int) -> str:
+            return field if isinstance(request.image, str) else f"{field}.{i}"
+
+        def refuse(i: int, error: Exception) -> Exception:
+            return compat.validation_error(f"{where(i)}: {error}", where(i))
+
+        kinds = [source_kind(source, self.local_root) for source in sources]
+        urls = [source for source, kind in zip(sources, kinds) if kind == HTTP_URL]
+        fetched = iter(self.fetcher.fetch(urls, self.limits.max_bytes) if urls else ())
+        headers, pixels = [], 0
+        for i, (source, kind) in enumerate(zip(sources, kinds)):
+            try:
+                if kind == HTTP_URL:
+                    raw = next(fetched)
+                    if isinstance(raw, FetchError):
+                        raise ImageError(f"could not be used: it {raw}")
+                elif kind == LOCAL_PATH:
+                    raw = local_file(source, self.local_root, self.limits.max_bytes)
+                else:
+                    raw = inline_bytes(source, self.limits)
+                header = open_header(raw, self.limits)
+            except ImageError as error:
+                raise refuse(i, error) from None
+            pixels += header.width * header.height
+            if pixels > self.limits.request_pixels:
+                raise refuse(i, ImageError(
+                    f"the request's images hold more than {self.limits.request_pixels} pixels "
+                    "in all (VLLM_FACTORY_REQUEST_MAX_PIXELS); send fewer or smaller images"
+                ))  # fmt: skip
+            headers.append(header)
+        images = []
+        for i, header in enumerate(headers):
+            try:
+                images.append(decode(header))
+            except ImageError as error:
+                raise refuse(i, error) from None
+        return images
+
+    def text_ids(self, text: str, is_query: bool, field: str = "data.text") -> list[int]:
+        """Token ids exactly as the reference processor makes them for one text (which does not
+        truncate): a text longer than the server's ``--max-model-len`` is refused, tokenized
+        only as far as that limit reads."""
+        prefix, suffix = (self.query_prefix, self.query_suffix) if is_query else ("", "")
+        limit = self.max_model_len
+        ids = tokenize_cut(
+            lambda part: self.tokenizer(
+                prefix + part + suffix, truncation=True, max_length=limit + 1
+            )["input_ids"],
+            text,
+            limit + 1,
+        )
+        if len(ids) > limit:
+            raise compat.validation_error(
+                f"{field}: longer than the server's {limit} tokens (--max-model-len)", field
+            )
+        return ids
 
     def build_prompts(self, request: ColPaliRequest) -> list[list[int] | dict]:
+        chars = sum(first_cut(text, self.max_model_len + 1) for text in request.texts)
+        if request.is_scoring:
+            chars += first_cut(request.query, self.max_model_len + 1)
+        budget_check(
+            "data.text" if not request.is_scoring else "data.documents",
+            chars,
+            envs.get(envs.MAX_REQUEST_CHARS),
+            "characters (as far as each text is read)",
+            envs.MAX_REQUEST_CHARS.name,
+            "send the texts in several requests",
+        )
         images = [
             {"prompt_token_ids": list(self.image_prompt_ids), "multi_modal_data": {"image": im}}
             for im in request._decoded
         ]
+        request._decoded = []  # the prompts hold the images now; the pending request need not
         if request.is_scoring:
-            query = self.text_ids(request.query, is_query=True)
-            documents = [self.text_ids(t, is_query=False) for t in request.texts]
+            query = self.text_ids(request.query, is_query=True, field="data.query")
+            documents = [
+                self.text_ids(t, is_query=False, field=f"data.documents.{i}")
+                for i, t in enumerate(request.texts)
+            ]
             return [query, *images, *documents]
-        texts = [self.text_ids(t, request.is_query) for t in request.texts]
+        one = isinstance(request.text, str)
+        texts = [
+            self.text_ids(t, request.is_query, field="data.text" if one else f"data.text.{i}")
+            for i, t in enumerate(request.texts)
+        ]
         return texts or images
 
     # -- responses -----------------------------------------------------------------------
@@ -129,3 +188,27 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
             return vectors[0].tolist()
         items = [encode_vectors(v, request.encoding_format, request.embed_dtype) for v in vectors]
         return items[0] if request.one_input else items
+
+
+def allowed_local_root(model_config: Any) -> Path | None:
+    """The server's ``--allowed-local-media-path``, resolved (None: local files refused)."""
+    root = getattr(model_config, "allowed_local_media_path", "") or ""
+    return Path(root).resolve() if root else None
+
+
+def media_policy(model_config: Any) -> MediaPolicy:
+    """How image URLs are fetched: vLLM's media settings (``--allowed-media-domains``,
+    ``VLLM_MEDIA_URL_ALLOW_REDIRECTS``, ``VLLM_IMAGE_FETCH_TIMEOUT``) and ours."""
+    from vllm import envs as vllm_envs
+
+    deadline = envs.get(envs.MEDIA_FETCH_DEADLINE)
+    vllm_timeout = getattr(vllm_envs, "VLLM_IMAGE_FETCH_TIMEOUT", None)
+    if vllm_timeout:
+        deadline = min(deadline, float(vllm_timeout))
+    return MediaPolicy(
+        allowed_domains=tuple(getattr(model_config, "allowed_media_domains", None) or ()),
+        allow_private=envs.get(envs.MEDIA_ALLOW_PRIVATE),
+        allow_redirects=bool(getattr(vllm_envs, "VLLM_MEDIA_URL_ALLOW_REDIRECTS", True)),
+        deadline=deadline,
+        max_concurrent=envs.get(envs.MEDIA_MAX_CONCURRENT_FETCHES),
+    )

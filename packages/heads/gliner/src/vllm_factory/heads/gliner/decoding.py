@@ -22,9 +22,26 @@ import torch
 from vllm_factory.heads.gliner.prompts import TextWords, Word
 
 
-class UnscoredText(RuntimeError):
-    """The engine returned no scores for a text (its prompt's word layout did not reach the
-    head, which then scores nothing rather than raise inside the engine)."""
+class UnscoredText(ValueError):
+    """The engine returned no scores for a text: its prompt reached the engine changed (vLLM
+    applies a request's top-level ``truncate_prompt_tokens`` / ``truncation_side`` to the
+    IOProcessor's prompts), so its word layout no longer fits and the head scored nothing
+    rather than raise inside the engine. The request's own doing: a 400."""
+
+
+class TooManyCandidates(ValueError):
+    """More spans above a request's threshold than it may keep (``count`` of them)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(f"{count} candidate spans")
+        self.count = count
+
+
+class KeptSpans(list):
+    """The spans :func:`decode_spans` keeps (:class:`Candidate`, by start) and ``candidates``,
+    how many above the threshold it ranked to choose them."""
+
+    candidates: int = 0
 
 
 def checked_scores(scores: torch.Tensor, num_words: int, index: int) -> torch.Tensor:
@@ -33,8 +50,9 @@ def checked_scores(scores: torch.Tensor, num_words: int, index: int) -> torch.Te
     rows = scores.shape[0] if scores.dim() == 3 else 0
     if rows != num_words:
         raise UnscoredText(
-            f"data.text[{index}]: the model returned scores for {rows} of {num_words} words "
-            "(the prompt's word layout did not reach the engine)"
+            f"the model scored {rows} of the text's {num_words} words: its prompt reached the "
+            "engine changed (truncate_prompt_tokens and truncation_side do not apply to GLiNER "
+            "requests)"
         )
     return scores
 
@@ -77,15 +95,22 @@ def decode_spans(
     flat_ner: bool = True,
     multi_label: bool = False,
     allowed: np.ndarray | None = None,
-) -> list[Candidate]:
+    max_candidates: int | None = None,
+) -> KeptSpans:
     """Kept spans of one text from its ``[num_words, max_width, num_labels]`` scores;
     ``allowed`` (:func:`span_filter`) zeroes every other span's scores first, as gliner's
-    ``input_spans`` do."""
+    ``input_spans`` do. ``TooManyCandidates`` when more than ``max_candidates`` cells are
+    above the threshold (checked before they are ranked and made into Python objects)."""
     cells = scores.numpy()
     if allowed is not None:
         cells = cells * allowed[: cells.shape[0], :, None]
+    above = cells > threshold
+    if max_candidates is not None:  # counted before any index array is made
+        count = int(np.count_nonzero(above))
+        if count > max_candidates:
+            raise TooManyCandidates(count)
     # row-major, like torch.where; flatnonzero + unravel_index is ~5x faster than a 3-D nonzero
-    hits = np.flatnonzero(cells > threshold)
+    hits = np.flatnonzero(above)
     starts, widths, labels = np.unravel_index(hits, cells.shape)
     values = cells[starts, widths, labels]
     inside = starts + widths < num_words
@@ -97,7 +122,8 @@ def decode_spans(
         labels[order].tolist(),
         values[order].tolist(),
     )
-    kept: list[Candidate] = []
+    kept = KeptSpans()
+    kept.candidates = len(values)
     kept_spans: set[tuple[int, int]] = set()  # consulted only where the same span may recur
     taken = bytearray(num_words)  # flat NER: words covered by a kept span
     ones = b"\x01" * cells.shape[1]  # occupancy marks, sliced to a span's width (< max_width)

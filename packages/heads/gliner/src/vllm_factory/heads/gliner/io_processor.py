@@ -27,10 +27,12 @@ from typing import Any
 
 import torch
 from transformers import AutoTokenizer
-from vllm_factory.core import compat
-from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.core import compat, envs
+from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
 from vllm_factory.core.stats import register_collector
 from vllm_factory.heads.gliner.decoding import (
+    TooManyCandidates,
+    UnscoredText,
     checked_scores,
     decode_spans,
     span_filter,
@@ -40,6 +42,7 @@ from vllm_factory.heads.gliner.decoding import (
 from vllm_factory.heads.gliner.labels import LABELS_KEY, METRICS, STATS_NAME
 from vllm_factory.heads.gliner.linking import (
     LabelPlan,
+    LabelTooLong,
     candidate_labels,
     chunked,
     link,
@@ -188,11 +191,19 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         if request.candidates is None:
             labels = unique_labels(request.labels or ())
             return LabelPlan(labels, [labels])
-        problem = template_problem(request.template)
+        problem = template_problem(request.template, MAX_CHARS_PER_LABEL)
         if problem is not None:
             raise compat.validation_error(problem, "data.template")
         candidates = [c.model_dump(exclude_none=True) for c in request.candidates]
-        labels, owner = candidate_labels(candidates, request.template)
+        try:
+            labels, owner = candidate_labels(candidates, request.template, MAX_CHARS_PER_LABEL)
+        except LabelTooLong as error:
+            field = f"data.candidates[{error.index}]"
+            raise compat.validation_error(
+                f"{field}: its label from data.template would be {error.length} characters; at "
+                f"most {MAX_CHARS_PER_LABEL}",
+                field,
+            ) from None
         for label, index in owner.items():
             if not label.strip() or len(label) > MAX_CHARS_PER_LABEL:
                 raise compat.validation_error(
@@ -239,6 +250,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                         raise compat.validation_error(
                             f"{field}: labels must not contain {token!r}", field
                         )
+        self.check_budget(request, plan, chunks)
         prompts, layouts = [], {}
         for index in range(len(request.texts)):
             for number, chunk in enumerate(chunks):
@@ -255,6 +267,44 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         self._latest.layouts = layouts
         self._latest.label_ids = label_ids
         return prompts
+
+    def check_budget(self, request: GLiNERRequest, plan: LabelPlan, chunks: list) -> None:
+        """Refuse, before any tokenizing, a request over the server's budgets: the characters
+        tokenized (each prompt's words and labels), the span x label cells the model scores
+        and sends back, and the scores ``return_scores`` would answer."""
+        label_chars = sum(len(label) for label in plan.labels)
+        text_chars, words = 0, 0
+        for index in range(len(request.texts)):
+            text_words = self.text_words(request, index)
+            words += len(text_words)
+            if len(text_words):
+                start, end = text_words.bounds(0, len(text_words) - 1)
+                text_chars += end - start
+        # a uni-encoder tokenizes each text once per label chunk, with that chunk's labels
+        chars = text_chars * len(chunks) + label_chars * (
+            len(request.texts) if not self.settings.bi_encoder else 1
+        )
+        cells = words * self.settings.max_width * len(plan.labels)
+        budget_check(
+            "data.text",
+            chars,
+            envs.get(envs.MAX_REQUEST_CHARS),
+            "characters",
+            "VLLM_FACTORY_MAX_REQUEST_CHARS",
+            "send fewer or shorter texts or labels",
+        )
+        budget_check(
+            "data.text",
+            cells,
+            envs.get(envs.GLINER_MAX_CELLS),
+            "span x label cells",
+            "VLLM_FACTORY_GLINER_MAX_CELLS",
+            "send fewer texts, words or labels",
+        )
+        if request.return_scores:
+            budget_check("data.return_scores", cells, envs.get(envs.MAX_RETURNED_SCORES),
+                         "scores", "VLLM_FACTORY_MAX_RETURNED_SCORES",
+                         "ask for scores with fewer texts or labels")  # fmt: skip
 
     def merge_pooling_params(self, params: Any = None) -> Any:
         params = super().merge_pooling_params(params)
@@ -291,23 +341,38 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         plan = self.label_plan(request)
         linking = plan.candidates is not None
         results = []
+        candidates_left = envs.get(envs.MAX_ENTITIES)
         for index, text in enumerate(request.texts):
             words = self.text_words(request, index)
-            per_chunk = self.chunk_scores(plan, outputs, index, len(words))
+            try:
+                per_chunk = self.chunk_scores(plan, outputs, index, len(words))
+            except UnscoredText as error:  # the prompt changed after pre-processing
+                field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
+                raise compat.validation_error(str(error), field) from None
             allowed = None
             if request.input_spans is not None and request.input_spans[index] is not None:
                 chars = [(span.start, span.end) for span in request.input_spans[index]]
                 allowed = span_filter(word_spans(chars, words), len(words), per_chunk[0].shape[1])
             found = []
             for chunk, scores in zip(plan.decoded_chunks, per_chunk):
-                spans = decode_spans(
-                    scores,
-                    len(words),
-                    request.threshold,
-                    request.flat_ner,
-                    request.multi_label,
-                    allowed,
-                )
+                try:
+                    spans = decode_spans(
+                        scores,
+                        len(words),
+                        request.threshold,
+                        request.flat_ner,
+                        request.multi_label,
+                        allowed,
+                        max_candidates=candidates_left,
+                    )
+                except TooManyCandidates as error:
+                    raise compat.validation_error(
+                        f"data.threshold: {error.count} spans score above {request.threshold}, "
+                        f"more than the server keeps per request ({envs.MAX_ENTITIES.name}="
+                        f"{envs.get(envs.MAX_ENTITIES)}); raise the threshold",
+                        "data.threshold",
+                    ) from None
+                candidates_left -= spans.candidates
                 probs = scores if request.return_class_probs or linking else None
                 found.append(to_entities(spans, words, chunk, text, probs))
             if plan.links_spans:

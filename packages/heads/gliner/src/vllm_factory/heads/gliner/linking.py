@@ -53,10 +53,13 @@ class LabelPlan:
         return self.chunks[:1] if self.links_spans else self.chunks
 
 
-def template_problem(template: str) -> str | None:
+def template_problem(template: str, max_chars: int | None = None) -> str | None:
     """Why ``template`` cannot be used (a message for a 400 on ``data.template``), or None.
     Only plain ``{field}`` placeholders: no attribute or index access, conversions or format
-    specifications (a request must not reach into objects or ask for huge padding)."""
+    specifications (a request must not reach into objects or ask for huge padding); at most
+    ``max_chars`` characters (a label's own limit)."""
+    if max_chars is not None and len(template) > max_chars:
+        return f"data.template: at most {max_chars} characters, got {len(template)}"
     try:
         parts = list(_FORMATTER.parse(template))
     except ValueError as error:
@@ -76,15 +79,48 @@ def template_problem(template: str) -> str | None:
     return None
 
 
+class LabelTooLong(ValueError):
+    """Candidate ``index``'s label from the template would hold ``length`` characters."""
+
+    def __init__(self, index: int, length: int) -> None:
+        super().__init__(f"candidate {index}: {length} characters")
+        self.index, self.length = index, length
+
+
+def label_length(template: str, candidate: Mapping[str, Any]) -> int:
+    """The length of ``template`` filled with ``candidate`` (as :func:`candidate_labels` fills
+    it), computed without building the string."""
+    literal, fields = 0, []
+    for text, name, _, _ in _FORMATTER.parse(template):
+        literal += len(text)
+        if name is not None:
+            fields.append(name)
+    if any(name not in candidate for name in fields):
+        return len(candidate["label"])  # the fallback: the candidate's own label
+    sizes: dict[str, int] = {}
+    for name in fields:
+        if name not in sizes:
+            value = candidate[name]
+            sizes[name] = len(value) if isinstance(value, str) else len(str(value))
+    return literal + sum(sizes[name] for name in fields)
+
+
 def candidate_labels(
-    candidates: Sequence[Mapping[str, Any]], template: str = DEFAULT_TEMPLATE
+    candidates: Sequence[Mapping[str, Any]],
+    template: str = DEFAULT_TEMPLATE,
+    max_chars: int | None = None,
 ) -> tuple[list[str], dict[str, int]]:
     """The GLiNER labels of ``candidates`` (first-occurrence order, unique up to case) and
-    each label's candidate (index into ``candidates``)."""
+    each label's candidate (index into ``candidates``). ``LabelTooLong`` for a candidate whose
+    label would exceed ``max_chars``, before that label (or any later one) is built."""
     labels: list[str] = []
     owner: dict[str, int] = {}
     seen: set[str] = set()
     for index, candidate in enumerate(candidates):
+        if max_chars is not None:
+            length = label_length(template, candidate)
+            if length > max_chars:
+                raise LabelTooLong(index, length)
         try:
             label = template.format_map(candidate)
         except (KeyError, IndexError):

@@ -97,7 +97,9 @@ def split_words(text: str, max_len: int | None = None) -> TextWords:
     The matches and the gaps between them come from one ``split`` call and their offsets from
     the running sum of the pieces' lengths, with no Python call per word (see
     :class:`TextWords`); the API process splits every text of every request."""
-    pieces = _WORD_SPLIT.split(text)
+    # With max_len, the split stops after that many words: the rest of a long text (up to the
+    # request's character limit) is one piece, never scanned.
+    pieces = _WORD_SPLIT.split(text, maxsplit=max_len) if max_len else _WORD_SPLIT.split(text)
     offsets = list(itertools.accumulate(map(len, pieces), initial=0))
     words = pieces[1::2] if max_len is None else pieces[1 : 2 * max_len : 2]
     return TextWords(words, offsets)

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from transformers import AutoTokenizer
-from vllm_factory.core import compat
-from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.core import compat, envs
+from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.models.embeddinggemma import ARCHITECTURE
 from vllm_factory.models.embeddinggemma.request import EmbeddingGemmaRequest
 from vllm_factory.models.embeddinggemma.settings import EmbeddingGemmaSettings, read_settings
@@ -91,13 +92,22 @@ class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
         return request
 
     def encode(self, text: str, prompt_name: str | None) -> list[int]:
-        """Token ids exactly as sentence-transformers builds them for ``encode``."""
-        full = self.settings.prompt_text(prompt_name) + text
-        return self.tokenizer(full, truncation="longest_first", max_length=self.max_length)[
-            "input_ids"
-        ]
+        """Token ids exactly as sentence-transformers builds them for ``encode`` (the text
+        tokenized as far as the limit reads it: ``tokens``)."""
+        prompt = self.settings.prompt_text(prompt_name)
+        return tokenize_cut(
+            lambda part: self.tokenizer(
+                prompt + part, truncation="longest_first", max_length=self.max_length
+            )["input_ids"],
+            text,
+            self.max_length,
+        )
 
     def build_prompts(self, request: EmbeddingGemmaRequest) -> list[list[int]]:
+        chars = sum(first_cut(text, self.max_length) for text in request.texts)
+        budget_check("data.text", chars, envs.get(envs.MAX_REQUEST_CHARS),
+                     "characters (as far as each text is read)", envs.MAX_REQUEST_CHARS.name,
+                     "send the texts in several requests")  # fmt: skip
         return [self.encode(text, request.prompt_name) for text in request.texts]
 
     def build_response(self, request: EmbeddingGemmaRequest, outputs: Sequence[Any]) -> list:

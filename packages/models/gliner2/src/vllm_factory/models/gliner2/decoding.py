@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from vllm_factory.heads.gliner.decoding import TooManyCandidates
 from vllm_factory.models.gliner2.prompts import Prompt, Task
 from vllm_factory.models.gliner2.schema import SchemaPlan
 
@@ -59,10 +60,32 @@ def split_output(vector: np.ndarray, prompt: Prompt, max_width: int) -> list[Tas
 # -- spans ------------------------------------------------------------------------------------------
 
 
-def find_spans(scores: np.ndarray, threshold: float, n_words: int, prompt: Prompt) -> list[Span]:
-    """Spans of one [words, max_width] score grid at or above ``threshold``, in grid order."""
+class CandidateBudget:
+    """How many spans above their thresholds a request may still turn into Python objects."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = self.left = limit
+
+    def take(self, count: int) -> None:
+        if count > self.left:
+            raise TooManyCandidates(count)
+        self.left -= count
+
+
+def find_spans(
+    scores: np.ndarray,
+    threshold: float,
+    n_words: int,
+    prompt: Prompt,
+    budget: CandidateBudget | None = None,
+) -> list[Span]:
+    """Spans of one [words, max_width] score grid at or above ``threshold``, in grid order;
+    counted against ``budget`` before any is made."""
     words = prompt.words
-    starts, widths = np.nonzero(scores >= np.float32(threshold))
+    above = scores >= np.float32(threshold)
+    if budget is not None:
+        budget.take(int(np.count_nonzero(above)))
+    starts, widths = np.nonzero(above)
     spans = []
     for start, width in zip(starts.tolist(), widths.tolist()):
         end = start + width + 1
@@ -76,11 +99,16 @@ def find_spans(scores: np.ndarray, threshold: float, n_words: int, prompt: Promp
 
 
 def greedy(spans: list[Span], dtype: str = "list") -> list[Span]:
-    """Highest confidence first (stable), dropping spans that overlap a kept one."""
+    """Highest confidence first (stable), dropping spans that overlap a kept one. Kept spans
+    never overlap, so a span overlaps one iff a character it covers is marked taken: one look
+    at its own characters, not at every kept span."""
     kept: list[Span] = []
+    taken = bytearray(max((span[3] for span in spans), default=0))
     for span in sorted(spans, key=lambda s: s[1], reverse=True):
-        if not any(span[2] < other[3] and other[2] < span[3] for other in kept):
+        start, end = span[2], span[3]
+        if taken.find(1, start, end) < 0:
             kept.append(span)
+            taken[start:end] = b"\x01" * (end - start)
     return kept if dtype == "list" else kept[:1]
 
 
@@ -107,6 +135,7 @@ class Options:
     threshold: float
     include_confidence: bool
     include_spans: bool
+    budget: CandidateBudget | None = None
 
 
 def entities(item: TaskScores, plan: SchemaPlan, prompt: Prompt, opt: Options) -> list:
@@ -123,7 +152,9 @@ def entities(item: TaskScores, plan: SchemaPlan, prompt: Prompt, opt: Options) -
         threshold = meta.get("threshold")
         threshold = opt.threshold if threshold is None else float(threshold)
         dtype = meta.get("dtype", "list")
-        spans = greedy(find_spans(grid[names.index(name)], threshold, n_words, prompt), dtype)
+        spans = greedy(
+            find_spans(grid[names.index(name)], threshold, n_words, prompt, opt.budget), dtype
+        )
         if dtype == "list":
             out[name] = span_list(spans, opt.include_confidence, opt.include_spans)
         elif spans:
@@ -150,7 +181,9 @@ def relations(item: TaskScores, plan: SchemaPlan, prompt: Prompt, opt: Options) 
         for field in order:
             if field not in fields:
                 continue
-            spans = greedy(find_spans(grid[fields.index(field)], threshold, n_words, prompt))
+            spans = greedy(
+                find_spans(grid[fields.index(field)], threshold, n_words, prompt, opt.budget)
+            )
             found.append(spans[0] if spans else None)
         if len(found) == 2 and found[0] and found[1]:
             head, tail = found
@@ -207,7 +240,7 @@ def structures(item: TaskScores, plan: SchemaPlan, prompt: Prompt, opt: Options,
                     choice_fields[key], prefix, prefix_tokens, threshold, dtype, opt
                 )
                 continue
-            spans = greedy(find_spans(grid[index], threshold, n_words, prompt), dtype)
+            spans = greedy(find_spans(grid[index], threshold, n_words, prompt, opt.budget), dtype)
             if dtype == "list":
                 record[field] = span_list(spans, opt.include_confidence, opt.include_spans)
             elif spans:

@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 from transformers import AutoTokenizer
-from vllm_factory.core import compat
-from vllm_factory.core.io_processor import FactoryIOProcessor
+from vllm_factory.core import compat, envs
+from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.heads.gliner.decoding import TooManyCandidates
 from vllm_factory.heads.gliner.prompts import prompt_key
 from vllm_factory.models.gliner2 import ARCHITECTURE
 from vllm_factory.models.gliner2.decoding import (
+    CandidateBudget,
     Options,
     extract,
     format_results,
@@ -86,9 +88,25 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
 
     def prompts(self, request: GLiNER2Request, plan: SchemaPlan) -> list[Prompt]:
         tasks, prefix = tasks_of(plan), choice_prefix(plan)
+        # Every word takes a token: a text of more words than the server's limit never fits,
+        # whatever its tokens, so no more than that many are read.
+        cap = self.max_model_len + 1
+        limit = cap if request.max_len is None else min(request.max_len, cap)
+        texts = [split_words(text, limit) for text in request.texts]
+        chars = sum(words.ends[-1] for words in texts if words.ends)
+        budget_check("data.text", chars, envs.get(envs.MAX_REQUEST_CHARS),
+                     "characters (as far as each text is read)", envs.MAX_REQUEST_CHARS.name,
+                     "send the texts in several requests")  # fmt: skip
         out = []
-        for index, text in enumerate(request.texts):
-            words = split_words(text, request.max_len)
+        for index, words in enumerate(texts):
+            if len(words.tokens) >= cap:
+                field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
+                raise compat.validation_error(
+                    f"{field}: more than {self.max_model_len} words, more than the server's "
+                    f"limit of {self.max_model_len} tokens (--max-model-len); send a shorter "
+                    "text, set max_len, or split it",
+                    field,
+                )
             prompt = build_prompt(
                 tasks,
                 prefix,
@@ -129,6 +147,10 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
             params.extra_kwargs = {**(params.extra_kwargs or {}), LAYOUT_KEY: layouts}
         return params
 
+    def forget(self, request_id: str | None) -> None:
+        with self._built_lock:
+            self._built.pop(request_id, None)
+
     def post_process(self, model_output: Sequence[Any], request_id: str | None = None, **kwargs):
         with self._built_lock:
             self._latest.response = self._built.pop(request_id, None)
@@ -142,16 +164,39 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
         if plan is None:  # rebuilt when the cache lost it (same inputs, same result)
             plan = self.plan(request)
             prompts = self.prompts(request, plan)
-        options = Options(request.threshold, request.include_confidence, request.include_spans)
-        results = []
+        budget = CandidateBudget(envs.get(envs.MAX_ENTITIES))
+        options = Options(
+            request.threshold, request.include_confidence, request.include_spans, budget
+        )
+        results, scores = [], 0
         for index, (prompt, output) in enumerate(zip(prompts, outputs)):
+            field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
             vector = output.outputs.data.float().cpu().numpy()
-            if vector.size == 0:
-                raise RuntimeError(f"text {index}: the engine returned no GLiNER2 scores")
-            items = split_output(vector, prompt, self.settings.max_width)
-            result = to_json(format_results(extract(items, plan, prompt, options), plan,
-                                            request.include_confidence))  # fmt: skip
+            try:
+                if vector.size == 0:
+                    raise ValueError("the engine returned no scores")
+                items = split_output(vector, prompt, self.settings.max_width)
+            except ValueError as error:  # its prompt reached the engine changed
+                raise compat.validation_error(
+                    f"{field}: {error} (truncate_prompt_tokens and truncation_side do not apply "
+                    "to GLiNER2 requests)",
+                    field,
+                ) from None
+            try:
+                found = extract(items, plan, prompt, options)
+            except TooManyCandidates as error:
+                raise compat.validation_error(
+                    f"data.threshold: more than {budget.limit} spans score above the request's "
+                    f"thresholds ({envs.MAX_ENTITIES.name}); raise them ({error.count} in one "
+                    "score grid)",
+                    "data.threshold",
+                ) from None
+            result = to_json(format_results(found, plan, request.include_confidence))
             if request.return_scores:
+                scores += sum(0 if i.scores is None else i.scores.size for i in items)
+                budget_check("data.return_scores", scores, envs.get(envs.MAX_RETURNED_SCORES),
+                             "scores", envs.MAX_RETURNED_SCORES.name,
+                             "ask for scores with fewer texts")  # fmt: skip
                 result = {"result": result, "scores": [_scores_json(item) for item in items]}
             results.append(result)
         return results[0] if isinstance(request.text, str) else results

@@ -17,6 +17,7 @@ sub-token, and per task its kind and the positions of its [P] and child-marker t
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 import unicodedata
@@ -95,12 +96,11 @@ def normalise_text(text: str) -> str:
 def split_words(text: str, max_len: int | None = None) -> Words:
     text = normalise_text(text)
     tokens, starts, ends = [], [], []
-    for match in word_pattern().finditer(text):
+    # With max_len, the scan stops after that many words (the rest is never read).
+    for match in itertools.islice(word_pattern().finditer(text), max_len):
         tokens.append(match.group().lower())
         starts.append(match.start())
         ends.append(match.end())
-    if max_len is not None and len(tokens) > max_len:
-        tokens, starts, ends = tokens[:max_len], starts[:max_len], ends[:max_len]
     return Words(text, tokens, starts, ends)
 
 
