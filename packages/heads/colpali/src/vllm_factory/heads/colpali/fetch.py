@@ -14,8 +14,9 @@ The policy follows vLLM's own media settings and adds to them:
 - addresses: every address a host resolves to must be public (``ipaddress``'s ``is_global``:
   not private, loopback, link-local (cloud metadata at 169.254.169.254 included), shared,
   reserved, multicast or unspecified); a literal address in the URL alike. The connection goes
-  to an address that passed the check (no second lookup a DNS answer could change).
-  ``VLLM_FACTORY_MEDIA_ALLOW_PRIVATE=1`` lifts this for an operator who means it;
+  to an address that passed the check (no second lookup a DNS answer could change). A host the
+  operator named in ``--allowed-media-domains`` is trusted whatever its addresses (an intranet
+  image store), and ``VLLM_FACTORY_MEDIA_ALLOW_PRIVATE=1`` lifts the check for every host;
 - ``VLLM_FACTORY_MEDIA_FETCH_DEADLINE``: seconds for all of one request's fetches together
   (also at most vLLM's ``VLLM_IMAGE_FETCH_TIMEOUT``);
 - ``VLLM_FACTORY_MEDIA_MAX_CONCURRENT_FETCHES``: fetches in flight in this process.
@@ -58,6 +59,11 @@ class MediaPolicy:
     deadline: float = 5.0
     max_concurrent: int = 16
 
+    def trusts(self, host: str) -> bool:
+        """Whether ``host``'s addresses go unchecked: all of them with ``allow_private``, else
+        the hosts the operator named."""
+        return self.allow_private or host in self.allowed_domains
+
 
 def address_allowed(address: str) -> bool:
     """Whether a fetched host's ``address`` is public (see the module docstring)."""
@@ -92,7 +98,7 @@ def check_url(url: str, policy: MediaPolicy) -> None:
         logger.warning("image URL refused: host %s is not in --allowed-media-domains", host)
         raise FetchError("its host is not among the server's allowed media domains")
     literal = _literal_address(host)
-    if literal is not None and not policy.allow_private and not address_allowed(literal):
+    if literal is not None and not policy.trusts(host) and not address_allowed(literal):
         logger.warning("image URL refused: %s is not a public address", literal)
         raise FetchError("its address is not allowed on this server")
 
@@ -107,7 +113,7 @@ class _PublicResolver(AbstractResolver):
 
     async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list:
         found = await self._inner.resolve(host, port, family)
-        if self.policy.allow_private:
+        if self.policy.trusts(host):
             return found
         kept = [entry for entry in found if address_allowed(entry["host"])]
         if not kept:

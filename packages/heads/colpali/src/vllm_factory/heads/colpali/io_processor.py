@@ -99,7 +99,7 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
                 if kind == HTTP_URL:
                     raw = next(fetched)
                     if isinstance(raw, FetchError):
-                        raise ImageError(f"could not be used: it {raw}")
+                        raise ImageError(str(raw))
                 elif kind == LOCAL_PATH:
                     raw = local_file(source, self.local_root, self.limits.max_bytes)
                 else:

@@ -281,30 +281,21 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 start, end = text_words.bounds(0, len(text_words) - 1)
                 text_chars += end - start
         # a uni-encoder tokenizes each text once per label chunk, with that chunk's labels
-        chars = text_chars * len(chunks) + label_chars * (
-            len(request.texts) if not self.settings.bi_encoder else 1
-        )
-        cells = words * self.settings.max_width * len(plan.labels)
-        budget_check(
-            "data.text",
-            chars,
-            envs.get(envs.MAX_REQUEST_CHARS),
-            "characters",
-            "VLLM_FACTORY_MAX_REQUEST_CHARS",
-            "send fewer or shorter texts or labels",
-        )
-        budget_check(
-            "data.text",
-            cells,
-            envs.get(envs.GLINER_MAX_CELLS),
-            "span x label cells",
-            "VLLM_FACTORY_GLINER_MAX_CELLS",
-            "send fewer texts, words or labels",
-        )
+        text_chars *= len(chunks)
+        label_chars *= 1 if self.settings.bi_encoder else len(request.texts)
+        labels_field = "data.labels" if request.candidates is None else "data.candidates"
+        checks = [
+            ("data.text" if text_chars >= label_chars else labels_field,
+             text_chars + label_chars, envs.MAX_REQUEST_CHARS, "characters to tokenize",
+             "send fewer or shorter texts or labels"),
+            ("data.text", words * self.settings.max_width * len(plan.labels),
+             envs.GLINER_MAX_CELLS, "span x label cells", "send fewer texts, words or labels"),
+        ]  # fmt: skip
         if request.return_scores:
-            budget_check("data.return_scores", cells, envs.get(envs.MAX_RETURNED_SCORES),
-                         "scores", "VLLM_FACTORY_MAX_RETURNED_SCORES",
-                         "ask for scores with fewer texts or labels")  # fmt: skip
+            checks.append(("data.return_scores", checks[1][1], envs.MAX_RETURNED_SCORES,
+                           "scores", "ask for scores with fewer texts or labels"))  # fmt: skip
+        for field, amount, setting, unit, advice in checks:
+            budget_check(field, amount, envs.get(setting), unit, setting.name, advice)
 
     def merge_pooling_params(self, params: Any = None) -> Any:
         params = super().merge_pooling_params(params)

@@ -1,0 +1,128 @@
+"""Requests that once made a GLiNER server do unbounded work, build gigabytes or answer 500,
+each answered now with a 4xx naming its field before the work, and the server still serving
+the same answer to a valid request after them (the GLiNER family's ``server`` and ``ner``
+fixtures; a package's ``tests/integration/test_hostile.py`` star-imports this module).
+
+The budgets are the defaults of :mod:`vllm_factory.core.envs`; the tiny checkpoints read at
+most 96 words a text, so the scaled-up bodies here stay a few MB.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from vllm_factory.core import envs
+from vllm_factory.testing.requests import assert_refused
+
+LABELS = ["person", "organization", "location", "date", "product"]
+WORDS = " ".join(f"Word{i} met Ada in Paris on day {i}." for i in range(40))  # > 96 words
+
+
+def post_raw(server, body: str) -> httpx.Response:
+    return httpx.post(f"{server.url}/pooling", content=body.encode("utf-8"),
+                      headers={"content-type": "application/json"}, timeout=300)  # fmt: skip
+
+
+def test_a_long_template_is_refused_before_any_label_is_built(server):
+    """8 candidates and a 140,000-character template took 4.9 s and ~640 MB before its 400."""
+    candidates = [{"id": i, "label": f"entity {i}"} for i in range(8)]
+    data = {"text": "Ada met Babbage.", "candidates": candidates,
+            "template": "{label}" + "." * 140_000}  # fmt: skip
+    assert_refused(server, data, "data.template")
+
+
+def test_many_candidates_with_long_labels_are_refused_by_budget(server):
+    """2,048 candidates whose labels the template makes 4,000 characters each: within each
+    label's limit, over the request's characters, refused before tokenizing."""
+    candidates = [{"id": i, "label": f"entity {i}"} for i in range(2048)]
+    data = {"text": "Ada met Babbage.", "candidates": candidates, "max_labels": 256,
+            "template": "{label}" + "." * 3990}  # fmt: skip
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500, response.text
+    assert "data.candidates" in response.text and envs.MAX_REQUEST_CHARS.name in response.text
+
+
+def test_a_threshold_of_zero_keeps_a_bounded_number_of_candidates(server):
+    """threshold 0 and multi-label: every span x label cell passes (64 texts x 96 words x
+    width x 20 labels here); refused, naming the threshold, before they become Python objects."""
+    labels = [f"label {i}" for i in range(20)]
+    data = {"text": [WORDS] * 64, "labels": labels, "threshold": 0.0, "multi_label": True,
+            "flat_ner": False}  # fmt: skip
+    assert_refused(server, data, "data.threshold")
+    small = {**data, "text": WORDS[:60], "labels": labels[:2]}  # few cells: answered
+    assert server.pooling(small).status_code == 200
+
+
+def test_return_scores_is_bounded(server):
+    data = {"text": [WORDS] * 64, "labels": [f"l{i}" for i in range(25)], "return_scores": True}
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500 and "data.return_scores" in response.text, (
+        response.text
+    )
+
+
+def test_cells_scored_are_bounded(server):
+    """256 texts of 96 words, 256 labels: more span x label cells than a request may score."""
+    data = {"text": [WORDS] * 256, "labels": [f"l{i}" for i in range(256)]}
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500, response.text
+    assert "data.text" in response.text and envs.GLINER_MAX_CELLS.name in response.text
+
+
+def test_characters_read_are_bounded(server):
+    """max_len lets a text be read far past the checkpoint's words: 32 texts of 100,000
+    characters are more than a request may tokenize."""
+    text = ("Ada Lovelace wrote notes in London. " * 3000)[:100_000]
+    data = {"text": [text] * 32, "labels": LABELS, "max_len": 100_000}
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500, response.text
+    assert "data.text" in response.text and envs.MAX_REQUEST_CHARS.name in response.text
+
+
+@pytest.mark.parametrize("where", ["text", "labels", "key"])
+def test_lone_surrogates_are_refused_naming_the_field(server, where):
+    """JSON may escape a lone UTF-16 surrogate; no tokenizer takes one (the 400 used to carry
+    the tokenizer's internal error)."""
+    data = {"text": "caf\\ud800e", "labels": ["person"]}
+    if where == "labels":
+        data = {"text": "cafe", "labels": ["per\\udc00son"]}
+    body = json.dumps({"model": server.model, "data": data}).replace("\\\\u", "\\u")
+    if where == "key":
+        body = body.replace('"labels"', '"lab\\ud800els"')
+    response = post_raw(server, body)
+    assert 400 <= response.status_code < 500, response.text
+    assert "surrogate" in response.text and "data." in response.text
+
+
+def test_a_prompt_truncated_by_vllm_is_a_client_error(server):
+    """A top-level ``truncate_prompt_tokens`` makes vLLM cut the IOProcessor's prompts; the
+    head then scores nothing for them: a 4xx naming the text (it was a 500)."""
+    body = {"model": server.model, "data": {"text": WORDS, "labels": LABELS},
+            "truncate_prompt_tokens": 5}  # fmt: skip
+    response = httpx.post(f"{server.url}/pooling", json=body, timeout=120)
+    assert 400 <= response.status_code < 500, response.text
+    assert "data.text" in response.text
+
+
+def test_a_request_id_may_be_reused_once_answered(server):
+    body = {"model": server.model, "data": {"text": "Ada met Babbage.", "labels": LABELS},
+            "request_id": "client-chosen"}  # fmt: skip
+    for _ in range(2):
+        response = httpx.post(f"{server.url}/pooling", json=body, timeout=120)
+        assert response.status_code == 200, response.text
+
+
+def test_the_server_answers_the_same_after_all_of_them(server, ner, corpus):
+    data = {"text": corpus["texts"][:6], "labels": LABELS, "threshold": 0.3}
+    before = ner(data)
+    test_a_long_template_is_refused_before_any_label_is_built(server)
+    test_a_threshold_of_zero_keeps_a_bounded_number_of_candidates(server)
+    test_a_prompt_truncated_by_vllm_is_a_client_error(server)
+    assert server.is_alive()
+    keys = [[(e["text"], e["label"], e["start"], e["end"]) for e in text] for text in ner(data)]
+    assert keys == [[(e["text"], e["label"], e["start"], e["end"]) for e in t] for t in before]
+
+
+__all__ = [name for name in dir() if name.startswith("test_")]

@@ -1,0 +1,50 @@
+"""GLiNER2 requests that once made the API process rank every span of every grid against every
+span kept (a threshold of 0) or tokenize a whole long text before refusing it, answered now
+within their bounds (the GLiNER2 family's ``server`` fixture, ``--max-model-len`` 512; a
+package's ``tests/integration/test_hostile.py`` star-imports this module)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from vllm_factory.core import envs
+
+TEXT = " ".join(f"Ada Lovelace met Charles Babbage in London in {1800 + i}." for i in range(40))
+TYPES = [f"type {i}" for i in range(20)]
+
+
+def refused(response: httpx.Response, field: str) -> str:
+    assert 400 <= response.status_code < 500, response.text
+    message = response.json()["error"]["message"]
+    assert field in message, message
+    return message
+
+
+def test_a_threshold_of_zero_keeps_a_bounded_number_of_candidates(server):
+    data = {"text": [TEXT] * 64, "entities": TYPES, "threshold": 0.0}
+    message = refused(server.pooling(data), "data.threshold")
+    assert envs.MAX_ENTITIES.name in message
+    small = {"text": TEXT[:200], "entities": TYPES[:2], "threshold": 0.0}
+    assert server.pooling(small).status_code == 200
+
+
+def test_return_scores_is_bounded(server):
+    data = {"text": [TEXT] * 64, "entities": TYPES, "return_scores": True}
+    refused(server.pooling(data), "data.return_scores")
+
+
+def test_a_text_of_more_words_than_the_server_takes_is_refused_before_tokenizing(server):
+    message = refused(server.pooling({"text": "word " * 100_000, "entities": ["x"]}), "data.text")
+    assert "--max-model-len" in message
+
+
+def test_an_unknown_runtime_or_a_lone_surrogate_names_its_field(server):
+    refused(server.pooling({"text": TEXT, "entities": ["x"], "runtime": "onnx"}), "data.runtime")
+    body = json.dumps({"model": server.model, "data": {"text": "x", "entities": ["pe\\ud800"]}})
+    response = httpx.post(f"{server.url}/pooling", content=body.replace("\\\\u", "\\u").encode(),
+                          headers={"content-type": "application/json"}, timeout=60)  # fmt: skip
+    refused(response, "data.entities.0")
+
+
+__all__ = [name for name in dir() if name.startswith("test_")]
