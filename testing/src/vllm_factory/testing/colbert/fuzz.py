@@ -21,7 +21,7 @@ HOSTILE = [
 
 
 def test_generated_and_hostile_bodies(server):
-    run_fuzz(server, request_bodies(ColBERTRequest, VALID, HOSTILE), VALID,
+    run_fuzz(server, request_bodies(ColBERTRequest, VALID), VALID, HOSTILE,
              compare=lambda a, b: np.allclose(a, b, atol=1e-5), name="colbert")  # fmt: skip
 
 

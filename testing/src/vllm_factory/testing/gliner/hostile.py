@@ -71,6 +71,18 @@ def test_cells_scored_are_bounded(server):
     assert "data.text" in response.text and envs.GLINER_MAX_CELLS.name in response.text
 
 
+def test_per_prompt_data_is_bounded(server):
+    """vLLM gives every prompt of a request the request's one set of pooling parameters, so
+    each prompt carries every prompt's word layout: 1,024 prompts (256 texts x 4 label chunks)
+    of 16 words would send ~71 MB, within the cell budget but over this one."""
+    text = " ".join(f"w{i}" for i in range(16))
+    candidates = [{"id": i, "label": f"entity {i}"} for i in range(1024)]
+    data = {"text": [text] * 256, "candidates": candidates, "max_labels": 256}
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500, response.text
+    assert "data.text" in response.text and envs.MAX_PROMPT_DATA_BYTES.name in response.text
+
+
 def test_characters_read_are_bounded(server):
     """max_len lets a text be read far past the checkpoint's words: 32 texts of 100,000
     characters are more than a request may tokenize."""

@@ -22,7 +22,7 @@ HOSTILE = [
 
 
 def test_generated_and_hostile_bodies(server):
-    run_fuzz(server, request_bodies(GLiNER2Request, VALID, HOSTILE), VALID, name="gliner2")
+    run_fuzz(server, request_bodies(GLiNER2Request, VALID), VALID, HOSTILE, name="gliner2")
 
 
 __all__ = ["test_generated_and_hostile_bodies"]

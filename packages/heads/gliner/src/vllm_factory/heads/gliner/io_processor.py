@@ -264,6 +264,12 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                     )
                 prompts.append(ids)
                 layouts[prompt_key(ids)] = layout.to_wire()
+        size = sum(len(wire) for wire in layouts.values())
+        size += 4 * sum(len(ids) for ids in label_ids or ())
+        budget_check("data.text", size * len(prompts), envs.get(envs.MAX_PROMPT_DATA_BYTES),
+                     "bytes of word layouts and label ids sent with each of its prompts",
+                     envs.MAX_PROMPT_DATA_BYTES.name, "send fewer texts or labels per "
+                     "request")  # fmt: skip
         self._latest.layouts = layouts
         self._latest.label_ids = label_ids
         return prompts

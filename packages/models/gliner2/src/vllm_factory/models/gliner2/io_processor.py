@@ -128,7 +128,12 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
     def build_prompts(self, request: GLiNER2Request) -> list[list[int]]:
         plan = self.plan(request)
         prompts = self.prompts(request, plan)
-        self._latest.layouts = {prompt_key(p.token_ids): p.layout.to_wire() for p in prompts}
+        layouts = {prompt_key(p.token_ids): p.layout.to_wire() for p in prompts}
+        size = sum(len(wire) for wire in layouts.values()) * len(prompts)
+        budget_check("data.text", size, envs.get(envs.MAX_PROMPT_DATA_BYTES),
+                     "bytes of word layouts sent with each of its prompts",
+                     envs.MAX_PROMPT_DATA_BYTES.name, "send fewer texts per request")  # fmt: skip
+        self._latest.layouts = layouts
         self._latest.built = (plan, prompts)
         return [p.token_ids for p in prompts]
 

@@ -1,0 +1,272 @@
+"""Soak: a server under peak load for minutes with hostile bodies mixed in, and what it did
+over time (``nox -s soak``).
+
+    python -m vllm_factory.testing.soak --plugin deberta_gliner [--device cuda]
+        [--minutes 10] [--clients 256] [--hostile-share 0.05] [--out DIR]
+
+The plugin's benchmark checkpoint and corpus (its bench spec, as ``nox -s bench`` builds them),
+one server started as the bench starts the plugin (bf16 and compiled on a GPU), then ``clients``
+closed-loop clients for ``minutes``: each request is a corpus text, or with ``hostile_share``
+probability one of the family's hostile bodies (the fuzz suites' lists). Every 10 s a window
+records valid answers per second, their p50 / p99 latency, the hostile bodies' statuses and the
+resident memory of the server's processes.
+
+Pass (each checked, the verdicts in the report): no answer is a 5xx; the server's memory after
+the first minute (warm-up) grows less than 5 %; the last minute's p99 is within 1.2x the first
+minute's after warm-up. Writes ``<out>/<machine>-<date>-<plugin>-soak.{json,png}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from vllm_factory.testing.bench_report import portable
+from vllm_factory.testing.fuzz import resident_bytes
+from vllm_factory.testing.loadgen import percentile
+
+logger = logging.getLogger(__name__)
+
+WINDOW_S = 10.0
+WARMUP_S = 60.0
+MEMORY_GROWTH_LIMIT = 0.05
+P99_GROWTH_LIMIT = 1.2
+# Each family's hostile bodies (its fuzz suite's list), by the plugin's family.
+HOSTILE_MODULES = {
+    "gliner": "vllm_factory.testing.gliner.fuzz",
+    "colbert": "vllm_factory.testing.colbert.fuzz",
+    "colpali": "vllm_factory.testing.colpali.fuzz",
+    "gliner2": "vllm_factory.testing.gliner2.fuzz",
+}
+
+
+# A model package's family, by the attribute its package module declares.
+FAMILY_ATTRIBUTES = {
+    "GLINER_ENCODER_TYPES": "gliner", "COLBERT_BACKBONE_TYPES": "colbert",
+    "COLPALI_BACKBONE_TYPES": "colpali", "GLINER2_ENCODER_TYPES": "gliner2",
+}  # fmt: skip
+
+
+def family_of(plugin: str) -> str:
+    package = importlib.import_module(f"vllm_factory.models.{plugin}")
+    for attribute, family in FAMILY_ATTRIBUTES.items():
+        if hasattr(package, attribute):
+            return family
+    raise SystemExit(f"--plugin {plugin}: no family with hostile bodies (one of "
+                     f"{', '.join(sorted(HOSTILE_MODULES))})")  # fmt: skip
+
+
+def hostile_bodies(family: str) -> list[dict]:
+    return list(importlib.import_module(HOSTILE_MODULES[family]).HOSTILE)
+
+
+async def _client(
+    session: aiohttp.ClientSession,
+    url: str,
+    model: str,
+    valid: list[dict],
+    hostile: list[dict],
+    share: float,
+    seed: int,
+    until: float,
+    records: list[tuple[float, float, int, bool]],
+) -> None:
+    rng = random.Random(seed)
+    index = seed
+    while time.monotonic() < until:
+        bad = bool(hostile) and rng.random() < share
+        body = {"model": model, "data": rng.choice(hostile)} if bad else valid[index % len(valid)]
+        index += 1
+        started = time.monotonic()
+        try:
+            async with session.post(url, json=body) as response:
+                await response.read()
+                status = response.status
+        except (TimeoutError, aiohttp.ClientError):
+            status = 0  # a transport failure: counted with the server errors
+        records.append((time.monotonic(), time.monotonic() - started, status, bad))
+
+
+async def _memory(pid: int, until: float, samples: list[tuple[float, int]]) -> None:
+    while time.monotonic() < until:
+        samples.append((time.monotonic(), resident_bytes(pid)))
+        await asyncio.sleep(2.0)
+
+
+async def _load(server: Any, valid: list[dict], hostile: list[dict], args: argparse.Namespace):
+    records: list[tuple[float, float, int, bool]] = []
+    memory: list[tuple[float, int]] = []
+    start = time.monotonic()
+    until = start + args.minutes * 60
+    connector = aiohttp.TCPConnector(limit=args.clients)
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        url = f"{server.url}/pooling"
+        tasks = [
+            _client(
+                session, url, server.model, valid, hostile, args.hostile_share, i, until, records
+            )
+            for i in range(args.clients)
+        ]
+        await asyncio.gather(_memory(server.process.pid, until, memory), *tasks)
+    return start, records, memory
+
+
+def windows(start: float, records, memory) -> list[dict[str, Any]]:
+    """The run in windows of :data:`WINDOW_S`: valid req/s and latency, statuses, memory."""
+    out = []
+    end = max((r[0] for r in records), default=start)
+    at = start
+    while at < end:
+        stop = at + WINDOW_S
+        inside = [r for r in records if at <= r[0] < stop]
+        valid = [r[1] * 1000 for r in inside if not r[3] and r[2] == 200]
+        statuses: dict[str, int] = {}
+        for _, _, status, bad in inside:
+            key = f"{'hostile' if bad else 'valid'} {status}"
+            statuses[key] = statuses.get(key, 0) + 1
+        rss = [m for t, m in memory if at <= t < stop]
+        out.append({
+            "t": round(at - start, 1), "req_per_s": round(len(valid) / WINDOW_S, 2),
+            "p50_ms": round(percentile(valid, 50), 2) if valid else None,
+            "p99_ms": round(percentile(valid, 99), 2) if valid else None,
+            "statuses": statuses, "rss_mib": round(max(rss) / 2**20, 1) if rss else None,
+        })  # fmt: skip
+        at = stop
+    return out
+
+
+def verdicts(records, timeline: list[dict[str, Any]]) -> dict[str, Any]:
+    server_errors = [r for r in records if r[2] >= 500 or r[2] == 0]
+    after = [w for w in timeline if w["t"] >= WARMUP_S]
+    per_minute = int(60 / WINDOW_S)
+    first, last = after[:per_minute], after[-per_minute:]
+
+    def p99(part: list[dict]) -> float | None:
+        values = [w["p99_ms"] for w in part if w["p99_ms"] is not None]
+        return max(values) if values else None
+
+    rss = [w["rss_mib"] for w in after if w["rss_mib"] is not None]
+    growth = (max(rss) / rss[0] - 1) if rss else None
+    first_p99, last_p99 = p99(first), p99(last)
+    ratio = last_p99 / first_p99 if first_p99 and last_p99 else None
+    return {
+        "server_errors": len(server_errors),
+        "memory_growth_after_warmup": None if growth is None else round(growth, 4),
+        "p99_first_minute_ms": first_p99,
+        "p99_last_minute_ms": last_p99,
+        "p99_ratio": None if ratio is None else round(ratio, 3),
+        "pass": {
+            "no_5xx": not server_errors,
+            "memory": growth is not None and growth < MEMORY_GROWTH_LIMIT,
+            "p99": ratio is not None and ratio <= P99_GROWTH_LIMIT,
+        },
+    }
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timeline = report["timeline"]
+    t = [w["t"] / 60 for w in timeline]
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    axes[0].plot(t, [w["req_per_s"] for w in timeline])
+    axes[0].set_ylabel("valid req/s")
+    axes[1].plot(t, [w["p99_ms"] for w in timeline], label="p99")
+    axes[1].plot(t, [w["p50_ms"] for w in timeline], label="p50")
+    axes[1].set_ylabel("latency (ms)")
+    axes[1].legend()
+    axes[2].plot(t, [w["rss_mib"] for w in timeline])
+    axes[2].set_ylabel("server RSS (MiB)")
+    axes[2].set_xlabel("minutes")
+    for ax in axes:
+        ax.axvline(WARMUP_S / 60, color="grey", linestyle=":")
+    config = report["config"]
+    fig.suptitle(f"soak: {config['plugin']} on {report['machine']}, {config['clients']} clients, "
+                 f"{config['hostile_share']:.0%} hostile")  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from vllm_factory.testing import bench
+    from vllm_factory.testing.server import VllmServer
+
+    parser = argparse.ArgumentParser(prog="soak", description=__doc__.splitlines()[0])
+    parser.add_argument("--plugin", default="deberta_gliner")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--minutes", type=float, default=4.0)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--hostile-share", type=float, default=0.05)
+    parser.add_argument("--server-arg", action="append", default=[])
+    parser.add_argument("--machine", default=None)
+    parser.add_argument("--out", type=Path, default=bench.repo_root() / "docs" / "results")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+
+    spec = bench.load_spec(args.plugin, None)
+    config = bench.default_config(spec.name, args.device, quick=True)
+    config.server_args = list(args.server_arg)
+    max_tokens = bench.max_tokens_of(config.lengths)
+    checkpoint = spec.checkpoint(config, max_tokens)
+    corpus = spec.corpus(config, checkpoint)
+    if corpus is None:
+        pool = bench.word_pool(spec.word_texts())
+        corpus = bench.build_corpus(config.lengths, config.corpus_size, config.seed, pool,
+                                    spec.token_counter(checkpoint))  # fmt: skip
+    plugin = spec.servers(checkpoint)[0]
+    family = family_of(spec.name)
+    server = VllmServer(
+        plugin.checkpoint or checkpoint, io_processor_plugin=plugin.io_processor_plugin,
+        hf_overrides=plugin.hf_overrides, extra_args=plugin.vllm_args(config.server_args),
+        dtype=config.dtype, max_model_len=spec.max_model_len(checkpoint, max_tokens),
+        enforce_eager=config.enforce_eager, worker_in_engine=False,
+    )  # fmt: skip
+    info = bench.machine_info(args.device)
+    machine = args.machine or bench.machine_name(info)
+    with server:
+        model = str(plugin.checkpoint or checkpoint)
+        valid = [plugin.make_body(model, text, "float") for text in corpus.texts]
+        start, records, memory = asyncio.run(_load(server, valid, hostile_bodies(family), args))
+    timeline = windows(start, records, memory)
+    report = portable(
+        {
+            "benchmark": "vllm-factory soak",
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": machine,
+            "config": {
+                "plugin": spec.name,
+                "device": args.device,
+                "minutes": args.minutes,
+                "clients": args.clients,
+                "hostile_share": args.hostile_share,
+                "dtype": config.dtype,
+                "server_args": server.args[1:],
+            },
+            "requests": len(records),
+            "timeline": timeline,
+            "verdicts": verdicts(records, timeline),
+        }
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"{machine}-{time.strftime('%Y-%m-%d')}-{spec.name}-soak"
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    chart(report, args.out / f"{stem}.png")
+    print(json.dumps(report["verdicts"], indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()
