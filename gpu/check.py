@@ -122,25 +122,26 @@ class Result:
     note: str = ""
 
 
-def model_packages(only: list[str] | None) -> dict[str, tuple[Path, str]]:
-    """``{plugin: (package dir, parity suite)}`` for every package that ships an IOProcessor
-    plugin. A package's checkpoint variants with a parity suite of their own
-    (``tests/<variant>/test_*parity.py``, e.g. GLiNER bi-encoders) are plugins
-    ``<plugin>.<variant>``."""
+def model_packages(only: list[str] | None, suite: str = "parity") -> dict[str, tuple[Path, str]]:
+    """``{plugin: (package dir, suite file)}`` for every package that ships an IOProcessor
+    plugin and the suite (``tests/integration/test_<suite>.py``; ``parity`` by default). A
+    package's checkpoint variants with that suite of their own (``tests/<variant>/
+    test_*<suite>.py``, e.g. GLiNER bi-encoders) are plugins ``<plugin>.<variant>``."""
+    main_suite = f"tests/integration/test_{suite}.py"
     found = {}
     for package in workspace.packages():
         pyproject = package.path / "pyproject.toml"
         project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
         plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})
-        if package.served and plugins and (package.path / PARITY_SUITE).exists():
+        if package.served and plugins and (package.path / main_suite).exists():
             name = next(iter(plugins)).removesuffix("_io")
-            found[name] = (package.path, PARITY_SUITE)
-            for suite in sorted(package.path.glob("tests/*/test_*parity.py")):
-                variant = suite.parent.name
+            found[name] = (package.path, main_suite)
+            for path in sorted(package.path.glob(f"tests/*/test_*{suite}.py")):
+                variant = path.parent.name
                 if variant != "integration":
                     found[f"{name}.{variant}"] = (
                         package.path,
-                        str(suite.relative_to(package.path)),
+                        str(path.relative_to(package.path)),
                     )
     if only:
         missing = set(only) - set(found)
@@ -551,6 +552,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--artifacts", type=Path, default=ROOT / ".artifacts")
     parser.add_argument("--out", type=Path, help="default: gpu/results/<gpu>")
     parser.add_argument("--plugins", help="comma-separated (default: every model package)")
+    parser.add_argument(
+        "--suite", default="parity",
+        help="each package's tests/integration/test_<suite>.py to run: parity (default), "
+        "seed_readme (vLLM Factory 0.2's commands and requests), hostile, fuzz",
+    )  # fmt: skip
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument(
@@ -602,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--modes: unknown {', '.join(unknown)} (known: {', '.join(MODES)})")
     args.artifacts = args.artifacts.resolve()
-    packages = model_packages(args.plugins.split(",") if args.plugins else None)
+    packages = model_packages(args.plugins.split(",") if args.plugins else None, args.suite)
     if args.render:
         return render(args.render, args.out or args.render.parent, list(packages), args.merge)
     gpu = gpu_name()

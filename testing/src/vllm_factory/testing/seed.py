@@ -13,21 +13,21 @@ names the plain backbone, which vLLM resolves before any plugin sees the command
 server must refuse to start in one line naming the flag to add; the suite checks that line,
 then serves with the flag added.
 
-On the CPU, test servers usually run ``--enforce-eager``; the README's commands have no such
-flag, so these servers compile as a user's would, unless ``VLLM_FACTORY_TEST_EAGER`` says
-otherwise (the GPU check's eager pass).
+The servers add what every test server of the session adds: ``--enforce-eager`` on the CPU test
+host (compiling each model there costs minutes and changes no request or answer; the compiled
+path has tests of its own), vLLM's default compile and CUDA graphs in the GPU check
+(``VLLM_FACTORY_TEST_EAGER=0``), as the README's commands run.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_factory.testing.server import EAGER_ENV, VllmServer, session_eager
+from vllm_factory.testing.server import VllmServer, session_eager
 
 # The flags of vLLM Factory 0.2's `vllm serve` commands besides --io-processor-plugin (its
 # README, section "Serving — all 12 models"): the same for every model, less
@@ -57,8 +57,9 @@ def readme_server(
     startup_timeout: float = 900.0,
 ) -> VllmServer:
     """A server started as the README starts ``plugin``'s model (a local checkpoint for the hub
-    id), plus ``more`` flags (the one a refusal named). ``eager=True`` adds ``--enforce-eager``
-    where compiling would only cost time (a start that must be refused)."""
+    id), plus ``more`` flags (the one a refusal named). ``eager``: ``--enforce-eager`` or not
+    (default: the session's; ``True`` where compiling would only cost time, a start that must
+    be refused)."""
     flags = readme_flags(plugin)
     dtype = flags[flags.index("--dtype") + 1]
     rest = [f for i, f in enumerate(flags) if f != "--dtype" and flags[i - 1] != "--dtype"]
@@ -69,7 +70,7 @@ def readme_server(
         max_len = int(rest[at + 1])
         rest = rest[:at] + rest[at + 2 :]
     if eager is None:
-        eager = session_eager() if os.environ.get(EAGER_ENV) is not None else False
+        eager = session_eager()
     return VllmServer(
         model,
         io_processor_plugin=plugin,
@@ -156,6 +157,25 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 def maxsim(query: Sequence[Sequence[float]], document: Sequence[Sequence[float]]) -> float:
     """ColBERT's late-interaction score, as a client computes it from two ``data`` values."""
     return sum(max(sum(q * d for q, d in zip(qv, dv)) for dv in document) for qv in query)
+
+
+# Relative: one input's bf16 vectors move by this much between batches of other shapes (a
+# short LFM2 document's MaxSim moved 3 % on the CPU, compiled).
+BF16_SCORE_TOLERANCE = 5e-2
+
+
+def assert_normalised_token_vectors(data: Any, tolerance: float = 2e-2) -> None:
+    """``data`` is one input's token vectors, each L2-normalised (to bf16 precision)."""
+    assert is_token_vectors(data), dumps(data)
+    assert all(abs(norm(v) - 1) < tolerance for v in data)
+
+
+def assert_same_scores(client: Sequence[float], served: Sequence[float]) -> None:
+    """A README-style client's MaxSim scores are the server's scoring request's (to bf16
+    noise: the scoring request encodes its inputs in another batch)."""
+    assert len(client) == len(served)
+    for mine, theirs in zip(client, served):
+        assert abs(mine - theirs) <= BF16_SCORE_TOLERANCE * max(1.0, abs(theirs)), (client, served)
 
 
 def entity_problems(entities: Any, text: str, labels: Sequence[str]) -> list[str]:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import http.server
 import logging
-import socket
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +17,7 @@ from vllm_factory.heads.colpali.fetch import (
     address_allowed,
     check_url,
 )
+from vllm_factory.testing.hosts import settled, silent_host
 
 BODY = b"\x89PNG not really an image, bytes are all this module fetches"
 LOOPBACK = MediaPolicy(allow_private=True, deadline=5.0)
@@ -57,32 +56,8 @@ def server() -> Iterator[str]:
 @pytest.fixture
 def silent() -> Iterator[tuple[str, list]]:
     """A port that accepts connections and never answers; the accepted sockets, as they come."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
-    listener.close()
-    for conn in accepted:
-        conn.close()
-
-
-def settled(accepted: list, at_least: int) -> int:
-    """How many connections the silent host accepted, once its accept thread has caught up
-    with the ``at_least`` the fetch opened (polled: a state, not a time)."""
-    end = time.monotonic() + 30
-    while len(accepted) < at_least and time.monotonic() < end:
-        time.sleep(0.01)
-    return len(accepted)
+    with silent_host() as host:
+        yield host
 
 
 @pytest.mark.parametrize(

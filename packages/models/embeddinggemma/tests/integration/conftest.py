@@ -24,10 +24,11 @@ def server(checkpoint: Path):
 @pytest.fixture(scope="session")
 def embed(server: VllmServer):
     """``embed(texts, prompt_name=None, dimensions=None)`` through POST /pooling ->
-    ``([n, dims] array, [n] token counts)``."""
+    ``([n, dims] array, [n] token counts)``. One text goes as a list of one, whose item has its
+    token count (a string is answered with the bare vector: ``test_seed_readme``)."""
 
     def run(texts, prompt_name=None, dimensions=None):
-        data = {"text": texts}
+        data = {"text": [texts] if isinstance(texts, str) else texts}
         if prompt_name is not None:
             data["prompt_name"] = prompt_name
         if dimensions is not None:

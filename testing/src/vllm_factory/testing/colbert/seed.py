@@ -9,21 +9,9 @@ are the ColBERT family's (``checkpoint``, ``colbert_package``, ``corpus``).
 from __future__ import annotations
 
 import pytest
-from vllm_factory.testing.seed import (
-    assert_refused,
-    dumps,
-    is_token_vectors,
-    maxsim,
-    norm,
-    post,
-    readme_server,
-    refusal_line,
-)
+from vllm_factory.testing import seed
 
 FLAG = "--config-format colbert"
-# Relative: a text's bf16 vectors move by this much between batches of other shapes (a short
-# LFM2 document's MaxSim moved 3 % on the CPU, compiled).
-BF16_SCORE_TOLERANCE = 5e-2
 # The README's request text per model.
 README_TEXT = {
     "moderncolbert_io": "European Central Bank monetary policy",
@@ -34,23 +22,21 @@ README_TEXT = {
 @pytest.fixture(scope="module")
 def readme_colbert(checkpoint, colbert_package):
     """The README's serve command with the flag its refusal names."""
-    with readme_server(checkpoint, colbert_package.io_processor, *FLAG.split()) as server:
+    with seed.readme_server(checkpoint, colbert_package.io_processor, *FLAG.split()) as server:
         yield server
 
 
 def test_readme_serve_command_refuses_in_one_line_naming_the_flag(checkpoint, colbert_package):
     """A PyLate checkpoint's config.json names the plain backbone: without the flag vLLM
     would serve its own ModernBERT / LFM2 class, answering every request with 400."""
-    server = readme_server(checkpoint, colbert_package.io_processor, eager=True)
-    assert_refused(server, FLAG)
-    assert f"reads the outputs of {colbert_package.architecture}" in refusal_line(server)
+    server = seed.readme_server(checkpoint, colbert_package.io_processor, eager=True)
+    seed.assert_refused(server, FLAG)
+    assert f"reads the outputs of {colbert_package.architecture}" in seed.refusal_line(server)
 
 
 def test_readme_request_gets_the_text_token_vectors(readme_colbert, colbert_package):
     text = README_TEXT.get(colbert_package.io_processor, "European Central Bank monetary policy")
-    data = post(readme_colbert, {"text": text})
-    assert is_token_vectors(data), dumps(data)
-    assert all(abs(norm(v) - 1) < 1e-2 for v in data)  # L2-normalised, bf16
+    seed.assert_normalised_token_vectors(seed.post(readme_colbert, {"text": text}))
 
 
 def test_a_readme_style_client_ranks_documents_as_the_server_scores_them(readme_colbert, corpus):
@@ -59,21 +45,20 @@ def test_a_readme_style_client_ranks_documents_as_the_server_scores_them(readme_
     scoring request encodes the texts in another batch)."""
     query = corpus["queries"][0]
     documents = corpus["documents"][:4]
-    query_vectors = post(readme_colbert, {"text": query, "is_query": True})
-    assert is_token_vectors(query_vectors)
-    client = [maxsim(query_vectors, post(readme_colbert, {"text": d})) for d in documents]
-    served = post(readme_colbert, {"query": query, "documents": documents})["scores"]
-    for mine, theirs in zip(client, served):
-        assert abs(mine - theirs) <= BF16_SCORE_TOLERANCE * max(1.0, abs(theirs)), (client, served)
+    query_vectors = seed.post(readme_colbert, {"text": query, "is_query": True})
+    seed.assert_normalised_token_vectors(query_vectors)
+    client = [seed.maxsim(query_vectors, seed.post(readme_colbert, {"text": d})) for d in documents]
+    served = seed.post(readme_colbert, {"query": query, "documents": documents})["scores"]
+    seed.assert_same_scores(client, served)
 
 
 def test_several_texts_still_get_one_item_each(readme_colbert):
     """Our richer form stays: a list of texts answers one ``{"embeddings", "num_tokens"}``
     per text, base64 included."""
-    items = post(readme_colbert, {"text": ["first document", "second one"]})
+    items = seed.post(readme_colbert, {"text": ["first document", "second one"]})
     assert [sorted(item) for item in items] == [["embeddings", "num_tokens"]] * 2
     assert all(item["num_tokens"] == len(item["embeddings"]) for item in items)
-    one = post(readme_colbert, {"text": "first document", "encoding_format": "base64"})
+    one = seed.post(readme_colbert, {"text": "first document", "encoding_format": "base64"})
     assert sorted(one) == ["dim", "embeddings", "num_tokens"]
 
 

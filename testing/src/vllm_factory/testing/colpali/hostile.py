@@ -9,14 +9,13 @@ from __future__ import annotations
 import base64
 import io
 import json
-import socket
-import threading
 
 import httpx
 import pytest
 from PIL import Image
 from vllm_factory.core import envs
 from vllm_factory.testing.colpali.fixtures import MAX_PIXELS
+from vllm_factory.testing.hosts import settled, silent_host
 
 
 def b64(raw: bytes) -> str:
@@ -36,34 +35,19 @@ def refused(response: httpx.Response, field: str, words: str) -> None:
 
 
 @pytest.fixture
-def silent_host():
+def silent():
     """127.0.0.1:port accepting connections and never answering; the sockets it accepted."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
-    listener.close()
-    for conn in accepted:
-        conn.close()
+    with silent_host() as host:
+        yield host
 
 
-def test_silent_image_hosts_cost_one_deadline_for_the_whole_request(server, silent_host):
+def test_silent_image_hosts_cost_one_deadline_for_the_whole_request(server, silent):
     """Four URLs on a host that never answers took 110 s to fail, the API server answering
     nothing meanwhile: now they are fetched at once and the request fails at one deadline."""
-    url, accepted = silent_host
+    url, accepted = silent
     response = server.pooling({"image": [f"{url}/{i}.png" for i in range(4)]})
     refused(response, "data.image.0", "was not fetched within 3 s")
-    assert len(accepted) == 4  # all four fetched together, not one after another
+    assert settled(accepted, 4) == 4  # all four fetched together, not one after another
     assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
 
 
@@ -131,4 +115,4 @@ def test_lone_surrogates_in_a_query_name_the_field(server):
     refused(response, "data.text", "surrogate")
 
 
-__all__ = [name for name in dir() if name.startswith("test_") or name == "silent_host"]
+__all__ = [name for name in dir() if name.startswith("test_") or name == "silent"]

@@ -15,16 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from vllm_factory.testing.seed import (
-    assert_refused,
-    dumps,
-    is_token_vectors,
-    maxsim,
-    norm,
-    post,
-    readme_flags,
-    readme_server,
-)
+from vllm_factory.testing import seed
 
 FLAG = "--config-format colpali"
 # The README's requests per model (the image URL is served from this machine in the test).
@@ -59,7 +50,7 @@ def image_url(corpus):
 def max_model_len(checkpoint: Path, plugin: str) -> list[str]:
     """The README's ``--max-model-len`` where the tiny checkpoint has the positions for it (the
     real ColQwen3 has 262,144; the tiny one fewer): its own length otherwise."""
-    flags = readme_flags(plugin)
+    flags = seed.readme_flags(plugin)
     if "--max-model-len" not in flags:
         return []
     config = json.loads((checkpoint / "config.json").read_text())
@@ -75,7 +66,7 @@ def readme_colpali(checkpoint, colpali_package):
     more = [*FLAG.split(), *max_model_len(checkpoint, colpali_package.io_processor),
             "--allowed-media-domains", "127.0.0.1"]  # fmt: skip
     env = {"VLLM_FACTORY_MEDIA_ALLOW_PRIVATE": "1"}
-    with readme_server(checkpoint, colpali_package.io_processor, *more, env=env) as server:
+    with seed.readme_server(checkpoint, colpali_package.io_processor, *more, env=env) as server:
         yield server
 
 
@@ -92,16 +83,14 @@ def test_readme_serve_command_refuses_in_one_line_naming_the_flag(checkpoint, co
     """The library's config.json names vLLM's own class (or none): without the flag vLLM would
     serve it, answering every request with 400."""
     more = max_model_len(checkpoint, colpali_package.io_processor)
-    server = readme_server(checkpoint, colpali_package.io_processor, *more, eager=True)
-    assert_refused(server, FLAG, ENGINE_MAY_FAIL.get(colpali_package.io_processor))
+    server = seed.readme_server(checkpoint, colpali_package.io_processor, *more, eager=True)
+    seed.assert_refused(server, FLAG, ENGINE_MAY_FAIL.get(colpali_package.io_processor))
 
 
 def test_readme_requests_get_the_token_vectors(readme_colpali, colpali_package, image_url):
     for data in README_REQUESTS[colpali_package.io_processor]:
         data = {k: (image_url if v == "{image_url}" else v) for k, v in data.items()}
-        vectors = post(readme_colpali, data)
-        assert is_token_vectors(vectors), (data, dumps(vectors))
-        assert all(abs(norm(v) - 1) < 2e-2 for v in vectors)  # L2-normalised, bf16
+        seed.assert_normalised_token_vectors(seed.post(readme_colpali, data))
 
 
 def test_a_readme_style_client_ranks_pages_as_the_server_scores_them(
@@ -113,11 +102,10 @@ def test_a_readme_style_client_ranks_pages_as_the_server_scores_them(
 
     query = corpus.queries[0]
     pages = [base64.b64encode(Path(p).read_bytes()).decode() for p in corpus.images[:2]]
-    query_vectors = post(readme_colpali, {"text": query, "is_query": True})
-    client = [maxsim(query_vectors, post(readme_colpali, {"image": page})) for page in pages]
-    served = post(readme_colpali, {"query": query, "images": pages})["scores"]
-    for mine, theirs in zip(client, served):
-        assert abs(mine - theirs) <= 5e-2 * max(1.0, abs(theirs)), (client, served)
+    query_vectors = seed.post(readme_colpali, {"text": query, "is_query": True})
+    client = [seed.maxsim(query_vectors, seed.post(readme_colpali, {"image": p})) for p in pages]
+    served = seed.post(readme_colpali, {"query": query, "images": pages})["scores"]
+    seed.assert_same_scores(client, served)
 
 
 __all__ = [

@@ -3,8 +3,8 @@ each answered now with a 4xx naming its field before the work, and the server st
 the same answer to a valid request after them (the GLiNER family's ``server`` and ``ner``
 fixtures; a package's ``tests/integration/test_hostile.py`` star-imports this module).
 
-The budgets are the defaults of :mod:`vllm_factory.core.envs`; the tiny checkpoints read at
-most 96 words a text, so the scaled-up bodies here stay a few MB.
+The budgets are the defaults of :mod:`vllm_factory.core.envs`; the tiny checkpoints read 48
+words a text (more with a request's ``max_len``), so the scaled-up bodies here stay a few MB.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from vllm_factory.core import envs
 from vllm_factory.testing.requests import assert_refused
 
 LABELS = ["person", "organization", "location", "date", "product"]
-WORDS = " ".join(f"Word{i} met Ada in Paris on day {i}." for i in range(40))  # > 96 words
+WORDS = " ".join(f"Word{i} met Ada in Paris on day {i}." for i in range(40))  # 360 words
 
 
 def post_raw(server, body: str) -> httpx.Response:
@@ -56,7 +56,8 @@ def test_a_threshold_of_zero_keeps_a_bounded_number_of_candidates(server):
 
 
 def test_return_scores_is_bounded(server):
-    data = {"text": [WORDS] * 64, "labels": [f"l{i}" for i in range(25)], "return_scores": True}
+    """64 texts x 48 words x width 8 x 50 labels: more scores than a request may ask back."""
+    data = {"text": [WORDS] * 64, "labels": [f"l{i}" for i in range(50)], "return_scores": True}
     response = server.pooling(data)
     assert 400 <= response.status_code < 500 and "data.return_scores" in response.text, (
         response.text
@@ -64,8 +65,8 @@ def test_return_scores_is_bounded(server):
 
 
 def test_cells_scored_are_bounded(server):
-    """256 texts of 96 words, 256 labels: more span x label cells than a request may score."""
-    data = {"text": [WORDS] * 256, "labels": [f"l{i}" for i in range(256)]}
+    """256 texts of 100 words, 256 labels: more span x label cells than a request may score."""
+    data = {"text": [WORDS] * 256, "labels": [f"l{i}" for i in range(256)], "max_len": 100}
     response = server.pooling(data)
     assert 400 <= response.status_code < 500, response.text
     assert "data.text" in response.text and envs.GLINER_MAX_CELLS.name in response.text
@@ -73,14 +74,16 @@ def test_cells_scored_are_bounded(server):
 
 def test_per_prompt_data_is_bounded(server):
     """vLLM gives every prompt of a request the request's one set of pooling parameters, so
-    each prompt carries every prompt's word layout: 1,024 prompts (256 texts x 4 label chunks)
-    of 16 words would send ~71 MB, within the cell budget but over this one."""
-    text = " ".join(f"w{i}" for i in range(16))
-    candidates = [{"id": i, "label": f"entity {i}"} for i in range(1024)]
-    data = {"text": [text] * 256, "candidates": candidates, "max_labels": 256}
+    each prompt carries every prompt's word layout: 1,024 prompts (16 texts x 64 label chunks)
+    of 16 words would send ~71 MB, within the cell budget but over this one. (A bi-encoder's
+    prompts are its texts, at most 256: its data stays under the budget; not run there.)"""
+    texts = [" ".join(f"w{i}" for i in range(t, t + 16)) for t in range(16)]
+    candidates = [{"id": i, "label": f"e{i}"} for i in range(1024)]
+    data = {"text": texts, "candidates": candidates, "max_labels": 16}
     response = server.pooling(data)
     assert 400 <= response.status_code < 500, response.text
-    assert "data.text" in response.text and envs.MAX_PROMPT_DATA_BYTES.name in response.text
+    assert "data.text" in response.text, response.text
+    assert envs.MAX_PROMPT_DATA_BYTES.name in response.text, response.text
 
 
 def test_characters_read_are_bounded(server):

@@ -111,10 +111,10 @@ def test_reranking_chunks_equal_chunks_one_by_one(ner):
     appeared, then sorted by start."""
     labels, owner = _labels(CANDIDATES, "{label}")
     common = {"text": TEXT, "threshold": 0.05}
-    (reranked,) = ner({**common, "candidates": CANDIDATES, "max_labels": 3})
+    reranked = ner({**common, "candidates": CANDIDATES, "max_labels": 3})  # one text: its links
     found = []
     for i in range(0, len(labels), 3):
-        (entities,) = ner({**common, "labels": labels[i : i + 3], "return_class_probs": True})
+        entities = ner({**common, "labels": labels[i : i + 3], "return_class_probs": True})
         found += entities
     best: dict[tuple, dict] = {}
     for entity in found:
@@ -136,7 +136,7 @@ def test_a_thousand_candidates_are_linked(ner):
         {"id": i, "label": f"candidate {i}", "description": f"entry {i} of a knowledge base"}
         for i in range(1000)
     ]
-    (links,) = ner({"text": TEXT, "candidates": candidates, "max_labels": 8, "threshold": 0.0})
+    links = ner({"text": TEXT, "candidates": candidates, "max_labels": 8, "threshold": 0.0})
     assert links
     for link in links:
         assert link["label"] == candidates[link["candidate_id"]]["label"]

@@ -99,14 +99,9 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
                      "send the texts in several requests")  # fmt: skip
         out = []
         for index, words in enumerate(texts):
+            field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
             if len(words.tokens) >= cap:
-                field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
-                raise compat.validation_error(
-                    f"{field}: more than {self.max_model_len} words, more than the server's "
-                    f"limit of {self.max_model_len} tokens (--max-model-len); send a shorter "
-                    "text, set max_len, or split it",
-                    field,
-                )
+                raise self.too_long(field, f"more than {self.max_model_len} words")
             prompt = build_prompt(
                 tasks,
                 prefix,
@@ -115,15 +110,16 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
                 self.tokenizer.convert_tokens_to_ids,
             )
             if len(prompt.token_ids) > self.max_model_len:
-                field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
-                raise compat.validation_error(
-                    f"{field}: schema and text take {len(prompt.token_ids)} tokens, more than "
-                    f"the server's limit of {self.max_model_len} (--max-model-len); send a "
-                    "shorter text, set max_len, or split it",
-                    field,
-                )
+                raise self.too_long(field, f"schema and text take {len(prompt.token_ids)} tokens")
             out.append(prompt)
         return out
+
+    def too_long(self, field: str, what: str) -> Exception:
+        return compat.validation_error(
+            f"{field}: {what}, more than the server's limit of {self.max_model_len} tokens "
+            "(--max-model-len); send a shorter text, set max_len, or split it",
+            field,
+        )
 
     def build_prompts(self, request: GLiNER2Request) -> list[list[int]]:
         plan = self.plan(request)
