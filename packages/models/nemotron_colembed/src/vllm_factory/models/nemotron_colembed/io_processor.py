@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from vllm_factory.core.tokens import tokenize_cut
 from vllm_factory.heads.colpali.io_processor import ColPaliIOProcessor
 from vllm_factory.models.nemotron_colembed import ARCHITECTURE
 from vllm_factory.models.nemotron_colembed.prompts import ChatFrame, ProcessorSettings
@@ -46,10 +47,16 @@ class NemotronColEmbedIOProcessor(ColPaliIOProcessor):
             )
         return ChatFrame(self.tokenizer, [{"type": "image"}])(self.settings.passage(""))
 
-    def text_ids(self, text: str, is_query: bool) -> list[int]:
-        if is_query:
-            prompt, limit = self.text_frame(self.settings.query(text)), self.settings.q_max_length
-        else:
-            prompt = self.text_frame(self.settings.passage(text))
-            limit = self.settings.p_max_length
-        return self.tokenizer(prompt, truncation=True, max_length=limit)["input_ids"]
+    def text_ids(self, text: str, is_query: bool, field: str = "data.text") -> list[int]:
+        """NVIDIA's processor truncates at its query / passage length; the text is tokenized
+        only as far as that reads (``tokens``)."""
+        settings = self.settings
+        frame = settings.query if is_query else settings.passage
+        limit = settings.q_max_length if is_query else settings.p_max_length
+        return tokenize_cut(
+            lambda part: self.tokenizer(
+                self.text_frame(frame(part)), truncation=True, max_length=limit
+            )["input_ids"],
+            text,
+            limit,
+        )
