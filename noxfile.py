@@ -297,7 +297,7 @@ def fuzz(session: nox.Session) -> None:
 @nox.session(python="3.11", venv_backend=SERVING_BACKEND)
 def soak(session: nox.Session) -> None:
     """A server under peak load for minutes with 5 % hostile bodies mixed in: req/s, p99 and
-    memory over time, verdicts (no 5xx, memory, p99) and a chart into ``docs/results/``
+    memory over time, verdicts (no 5xx, memory, p99) and a chart into ``docs/benchmarks/``
     (``python -m vllm_factory.testing.soak --help``; e.g. ``-- --plugin deberta_gliner
     --minutes 4 --clients 16``, on a GPU ``--device cuda --minutes 10 --clients 256``)."""
     serving_env(session, DEFAULT_VLLM)

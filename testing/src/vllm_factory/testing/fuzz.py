@@ -169,10 +169,11 @@ def request_bodies(model: type[BaseModel], valid: dict):
 # -- the run ----------------------------------------------------------------------------------
 
 
-def resident_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` and its descendants (a server's API and engine processes)."""
+def resident_bytes(pid: int, tree: bool = True) -> int:
+    """Resident memory of ``pid`` and (``tree``) its descendants (a server's API and engine
+    processes)."""
     total = 0
-    for child in process_tree(pid):
+    for child in process_tree(pid) if tree else [pid]:
         try:
             with open(f"/proc/{child}/statm") as handle:
                 total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

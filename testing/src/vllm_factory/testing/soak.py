@@ -2,18 +2,20 @@
 over time (``nox -s soak``).
 
     python -m vllm_factory.testing.soak --plugin deberta_gliner [--device cuda]
-        [--minutes 10] [--clients 256] [--hostile-share 0.05] [--out DIR]
+        [--minutes 10] [--clients 256] [--hostile-share 0.05] [--checkpoint DIR] [--out DIR]
 
-The plugin's benchmark checkpoint and corpus (its bench spec, as ``nox -s bench`` builds them),
-one server started as the bench starts the plugin (bf16 and compiled on a GPU), then ``clients``
-closed-loop clients for ``minutes``: each request is a corpus text, or with ``hostile_share``
-probability one of the family's hostile bodies (the fuzz suites' lists). Every 10 s a window
-records valid answers per second, their p50 / p99 latency, the hostile bodies' statuses and the
-resident memory of the server's processes.
+The plugin's benchmark checkpoint and corpus (its bench spec, as ``nox -s bench`` builds them;
+``--checkpoint``: a served directory of your own, e.g. the tiny test checkpoint on a CPU), one
+server started as the bench starts the plugin (bf16 and compiled on a GPU). Warm-up: each of the
+family's hostile bodies (the fuzz suites' lists) once, then a minute of load; then ``clients``
+closed-loop clients for ``minutes``, each request a corpus text or, with ``hostile_share``
+probability, a hostile body. Every 10 s a window records valid answers per second, their p50 /
+p99 latency, the hostile bodies' statuses and the resident memory of the server's processes.
 
-Pass (each checked, the verdicts in the report): no answer is a 5xx; the server's memory after
-the first minute (warm-up) grows less than 5 %; the last minute's p99 is within 1.2x the first
-minute's after warm-up. Writes ``<out>/<machine>-<date>-<plugin>-soak.{json,png}``.
+Pass (each checked, the verdicts in the report): no answer is a 5xx; the server's memory grows
+less than 5 % from the end of the warm-up (when every kind of body has been through it once) to
+the end; the last minute's p99 is within 1.2x the first minute's after warm-up. Writes
+``<out>/<machine>-<date>-<plugin>-soak.{json,png}``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import aiohttp
 from vllm_factory.testing.bench_report import portable
 from vllm_factory.testing.fuzz import resident_bytes
 from vllm_factory.testing.loadgen import percentile
+from vllm_factory.testing.usage import process_tree, role_of
 
 logger = logging.getLogger(__name__)
 
@@ -95,21 +98,35 @@ async def _client(
         records.append((time.monotonic(), time.monotonic() - started, status, bad))
 
 
-async def _memory(pid: int, until: float, samples: list[tuple[float, int]]) -> None:
+def resident_by_role(pid: int) -> dict[str, int]:
+    """Resident bytes of ``pid``'s tree by process role (``api``, ``engine``, ``worker``)."""
+    roles: dict[str, int] = {}
+    for child in process_tree(pid):
+        role = role_of(child, pid)
+        roles[role] = roles.get(role, 0) + resident_bytes(child, tree=False)
+    return roles
+
+
+async def _memory(pid: int, until: float, samples: list[tuple[float, dict[str, int]]]) -> None:
     while time.monotonic() < until:
-        samples.append((time.monotonic(), resident_bytes(pid)))
+        samples.append((time.monotonic(), resident_by_role(pid)))
         await asyncio.sleep(2.0)
 
 
 async def _load(server: Any, valid: list[dict], hostile: list[dict], args: argparse.Namespace):
     records: list[tuple[float, float, int, bool]] = []
     memory: list[tuple[float, int]] = []
-    start = time.monotonic()
-    until = start + args.minutes * 60
     connector = aiohttp.TCPConnector(limit=args.clients)
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         url = f"{server.url}/pooling"
+        for data in hostile:  # every kind of body once, before anything is measured
+            async with session.post(url, json={"model": server.model, "data": data}) as answer:
+                await answer.read()
+                if answer.status >= 500:
+                    records.append((time.monotonic(), 0.0, answer.status, True))
+        start = time.monotonic()
+        until = start + args.minutes * 60
         tasks = [
             _client(
                 session, url, server.model, valid, hostile, args.hostile_share, i, until, records
@@ -133,12 +150,19 @@ def windows(start: float, records, memory) -> list[dict[str, Any]]:
         for _, _, status, bad in inside:
             key = f"{'hostile' if bad else 'valid'} {status}"
             statuses[key] = statuses.get(key, 0) + 1
-        rss = [m for t, m in memory if at <= t < stop]
+        roles = [m for t, m in memory if at <= t < stop]
+        rss = [sum(m.values()) for m in roles]
+        by_role = (
+            {r: round(max(m.get(r, 0) for m in roles) / 2**20, 1) for r in roles[-1]}
+            if roles
+            else {}
+        )
         out.append({
             "t": round(at - start, 1), "req_per_s": round(len(valid) / WINDOW_S, 2),
             "p50_ms": round(percentile(valid, 50), 2) if valid else None,
             "p99_ms": round(percentile(valid, 99), 2) if valid else None,
             "statuses": statuses, "rss_mib": round(max(rss) / 2**20, 1) if rss else None,
+            "rss_mib_by_role": by_role,
         })  # fmt: skip
         at = stop
     return out
@@ -155,7 +179,8 @@ def verdicts(records, timeline: list[dict[str, Any]]) -> dict[str, Any]:
         return max(values) if values else None
 
     rss = [w["rss_mib"] for w in after if w["rss_mib"] is not None]
-    growth = (max(rss) / rss[0] - 1) if rss else None
+    last_minute = [w["rss_mib"] for w in last if w["rss_mib"] is not None]
+    growth = (max(last_minute) / rss[0] - 1) if rss and last_minute else None
     first_p99, last_p99 = p99(first), p99(last)
     ratio = last_p99 / first_p99 if first_p99 and last_p99 else None
     return {
@@ -211,14 +236,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--hostile-share", type=float, default=0.05)
     parser.add_argument("--server-arg", action="append", default=[])
+    parser.add_argument("--checkpoint", type=Path, help="a served directory instead of the spec's")
     parser.add_argument("--machine", default=None)
-    parser.add_argument("--out", type=Path, default=bench.repo_root() / "docs" / "results")
+    parser.add_argument("--out", type=Path, default=bench.repo_root() / "docs" / "benchmarks")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     spec = bench.load_spec(args.plugin, None)
     config = bench.default_config(spec.name, args.device, quick=True)
     config.server_args = list(args.server_arg)
+    if args.checkpoint:
+        config.checkpoint = str(args.checkpoint.resolve())
     max_tokens = bench.max_tokens_of(config.lengths)
     checkpoint = spec.checkpoint(config, max_tokens)
     corpus = spec.corpus(config, checkpoint)
@@ -248,6 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "machine": machine,
             "config": {
                 "plugin": spec.name,
+                "checkpoint": checkpoint.name,
                 "device": args.device,
                 "minutes": args.minutes,
                 "clients": args.clients,

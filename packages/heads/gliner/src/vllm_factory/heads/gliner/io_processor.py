@@ -363,10 +363,12 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                         max_candidates=candidates_left,
                     )
                 except TooManyCandidates as error:
+                    limit = envs.get(envs.MAX_ENTITIES)
+                    seen = limit - candidates_left + error.count
                     raise compat.validation_error(
-                        f"data.threshold: {error.count} spans score above {request.threshold}, "
-                        f"more than the server keeps per request ({envs.MAX_ENTITIES.name}="
-                        f"{envs.get(envs.MAX_ENTITIES)}); raise the threshold",
+                        f"data.threshold: at least {seen} spans score above "
+                        f"{request.threshold}, more than the server keeps per request "
+                        f"({envs.MAX_ENTITIES.name}={limit}); raise the threshold",
                         "data.threshold",
                     ) from None
                 candidates_left -= spans.candidates
