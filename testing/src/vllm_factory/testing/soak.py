@@ -12,9 +12,10 @@ closed-loop clients for ``minutes``, each request a corpus text or, with ``hosti
 probability, a hostile body. Every 10 s a window records valid answers per second, their p50 /
 p99 latency, the hostile bodies' statuses and the resident memory of the server's processes.
 
-Pass (each checked, the verdicts in the report): no answer is a 5xx; the server's memory grows
-less than 5 % from the end of the warm-up (when every kind of body has been through it once) to
-the end; the last minute's p99 is within 1.2x the first minute's after warm-up. Writes
+Pass (each checked, the verdicts in the report): no answer is a 5xx; the floor of the server's
+memory (the lowest sample of a minute: what it keeps, not one step's activations) grows less than
+5 % from the first minute after warm-up (when every kind of body has been through it) to the
+last; the last minute's p99 is within 1.2x the first minute's after warm-up. Writes
 ``<out>/<machine>-<date>-<plugin>-soak.{json,png}``.
 """
 
@@ -25,6 +26,7 @@ import asyncio
 import importlib
 import json
 import logging
+import os
 import random
 import time
 from pathlib import Path
@@ -42,6 +44,8 @@ WINDOW_S = 10.0
 WARMUP_S = 60.0
 MEMORY_GROWTH_LIMIT = 0.05
 P99_GROWTH_LIMIT = 1.2
+# Environment variables that change a server's memory or speed, recorded with the run.
+RECORDED_ENV = ("VLLM_FACTORY_", "ONEDNN_", "DNNL_", "OMP_", "MALLOC_")
 # Each family's hostile bodies (its fuzz suite's list), by the plugin's family.
 HOSTILE_MODULES = {
     "gliner": "vllm_factory.testing.gliner.fuzz",
@@ -137,10 +141,12 @@ async def _load(server: Any, valid: list[dict], hostile: list[dict], args: argpa
     return start, records, memory
 
 
-def windows(start: float, records, memory) -> list[dict[str, Any]]:
-    """The run in windows of :data:`WINDOW_S`: valid req/s and latency, statuses, memory."""
+def windows(start: float, records, memory, end: float | None = None) -> list[dict[str, Any]]:
+    """The run in windows of :data:`WINDOW_S` up to ``end`` (the answers still in flight after
+    it are not load): valid req/s and latency, statuses, memory."""
     out = []
-    end = max((r[0] for r in records), default=start)
+    if end is None:
+        end = max((r[0] for r in records), default=start)
     at = start
     while at < end:
         stop = at + WINDOW_S
@@ -162,6 +168,7 @@ def windows(start: float, records, memory) -> list[dict[str, Any]]:
             "p50_ms": round(percentile(valid, 50), 2) if valid else None,
             "p99_ms": round(percentile(valid, 99), 2) if valid else None,
             "statuses": statuses, "rss_mib": round(max(rss) / 2**20, 1) if rss else None,
+            "rss_floor_mib": round(min(rss) / 2**20, 1) if rss else None,
             "rss_mib_by_role": by_role,
         })  # fmt: skip
         at = stop
@@ -178,13 +185,18 @@ def verdicts(records, timeline: list[dict[str, Any]]) -> dict[str, Any]:
         values = [w["p99_ms"] for w in part if w["p99_ms"] is not None]
         return max(values) if values else None
 
-    rss = [w["rss_mib"] for w in after if w["rss_mib"] is not None]
-    last_minute = [w["rss_mib"] for w in last if w["rss_mib"] is not None]
-    growth = (max(last_minute) / rss[0] - 1) if rss and last_minute else None
+    def floor(part: list[dict]) -> float | None:
+        values = [w["rss_floor_mib"] for w in part if w.get("rss_floor_mib") is not None]
+        return min(values) if values else None
+
+    first_floor, last_floor = floor(first), floor(last)
+    growth = last_floor / first_floor - 1 if first_floor and last_floor else None
     first_p99, last_p99 = p99(first), p99(last)
     ratio = last_p99 / first_p99 if first_p99 and last_p99 else None
     return {
         "server_errors": len(server_errors),
+        "rss_floor_first_minute_mib": first_floor,
+        "rss_floor_last_minute_mib": last_floor,
         "memory_growth_after_warmup": None if growth is None else round(growth, 4),
         "p99_first_minute_ms": first_p99,
         "p99_last_minute_ms": last_p99,
@@ -212,7 +224,9 @@ def chart(report: dict[str, Any], path: Path) -> None:
     axes[1].plot(t, [w["p50_ms"] for w in timeline], label="p50")
     axes[1].set_ylabel("latency (ms)")
     axes[1].legend()
-    axes[2].plot(t, [w["rss_mib"] for w in timeline])
+    axes[2].plot(t, [w["rss_mib"] for w in timeline], label="peak")
+    axes[2].plot(t, [w.get("rss_floor_mib") for w in timeline], label="floor")
+    axes[2].legend()
     axes[2].set_ylabel("server RSS (MiB)")
     axes[2].set_xlabel("minutes")
     for ax in axes:
@@ -268,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         model = str(plugin.checkpoint or checkpoint)
         valid = [plugin.make_body(model, text, "float") for text in corpus.texts]
         start, records, memory = asyncio.run(_load(server, valid, hostile_bodies(family), args))
-    timeline = windows(start, records, memory)
+    timeline = windows(start, records, memory, start + args.minutes * 60)
     report = portable(
         {
             "benchmark": "vllm-factory soak",
@@ -283,6 +297,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "hostile_share": args.hostile_share,
                 "dtype": config.dtype,
                 "server_args": server.args[1:],
+                "environment": {
+                    k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_ENV)
+                },
             },
             "requests": len(records),
             "timeline": timeline,
