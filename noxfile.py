@@ -83,6 +83,8 @@ REFERENCE_ENVS = [
     (f"{p.folder}/reference", *entry.split(":")) for p in PACKAGES for entry in p.reference_envs
 ]
 RUFF_ARGS = ["--line-length", "100"]
+# The documentation site's builder (nox -s docs).
+DOCS_REQUIREMENTS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2"]
 
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["lint", "tests"]
@@ -215,13 +217,28 @@ def lockstep_problems() -> list[str]:
 
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """Ruff: lint and formatting; one version for every wheel; the README's package table."""
+    """Ruff: lint and formatting; one version for every wheel; the generated tables."""
     for problem in lockstep_problems():
         session.error(problem)
-    session.run("python", "tools/workspace.py", "readme", "--check")
+    session.run("python", "tools/workspace.py", "tables", "--check")
     session.install("ruff==0.17.6")
     session.run("ruff", "check", *RUFF_ARGS, ".")
     session.run("ruff", "format", "--check", *RUFF_ARGS, ".")
+
+
+@nox.session(python="3.11")
+def docs(session: nox.Session) -> None:
+    """The documentation site (``mkdocs.yml``, ``docs/``) built in strict mode, and every
+    relative link of the repository's Markdown checked (README, docs, package READMEs, results):
+    ``-- --serve`` previews the site instead."""
+    session.install(*DOCS_REQUIREMENTS)
+    session.run("python", "tools/workspace.py", "links")
+    env = {"NO_MKDOCS_2_WARNING": "1"}
+    if "--serve" in session.posargs:
+        session.run("mkdocs", "serve", env=env)
+        return
+    site = Path(session.create_tmp()) / "site"
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(site), env=env)
 
 
 @nox.session(python="3.11")

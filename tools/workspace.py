@@ -12,7 +12,8 @@ adding its folder. Keys (all optional but ``layer``)::
     demo = "examples/demo.py"       # served by `nox -s build -- --serve`
     reference-envs = ["deberta_gliner_reference:gliner_env"]  # reference/<module>:<function>
     representative = true           # the family's model in CI's older-vLLM and demo passes
-    gpu-results = ["benchmarks/results/h200/x.json"]  # the README's GPU table: headline runs
+    gpu-results = ["benchmarks/results/h200/x.json"]  # the performance page: headline runs
+    checkpoints = ["org/name"]      # models: published checkpoints of its shape (README table)
 
 Backbones, heads, models and clients live under ``packages/backbones``, ``packages/heads``,
 ``packages/models`` and ``packages/clients``; the shared layers (core, kernels, testing) at
@@ -21,13 +22,17 @@ the root. Stdlib only: the noxfile imports this before any venv exists.
 ``python tools/workspace.py`` prints the table; ``python tools/workspace.py install NAME``
 installs NAME and the workspace wheels it needs, editable, into the running interpreter
 (tox's commands); ``python tools/workspace.py pytest NAME [ARGS]`` runs its vLLM-free tests;
-``python tools/workspace.py readme [--check]`` writes (checks) the README's package table and
-its GPU results table (from the bench JSON files each model package names in ``gpu-results``).
+``python tools/workspace.py tables [--check]`` writes (checks) the generated tables: the
+README's model table, the package table of ``docs/packages.md`` and the GPU results table of
+``docs/performance.md`` (from the bench JSON files each model package names in ``gpu-results``);
+``python tools/workspace.py links`` checks every relative link of the repository's Markdown.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -62,6 +67,7 @@ class Package:
     reference_envs: tuple[str, ...] = ()
     representative: bool = False
     gpu_results: tuple[str, ...] = ()  # bench JSON files, relative to the package
+    checkpoints: tuple[str, ...] = ()  # published checkpoints of the model's shape
 
     @property
     def name(self) -> str:
@@ -126,6 +132,7 @@ def _load(pyproject: Path) -> Package:
         reference_envs=tuple(table.get("reference-envs", ())),
         representative=bool(table.get("representative", False)),
         gpu_results=tuple(table.get("gpu-results", ())),
+        checkpoints=tuple(table.get("checkpoints", ())),
     )
 
 
@@ -195,12 +202,34 @@ def _pytest(name: str, args: list[str]) -> int:
     return subprocess.run([*command, suite, *args], check=False).returncode
 
 
-README = ROOT / "README.md"
-TABLE_START, TABLE_END = "<!-- packages: start -->", "<!-- packages: end -->"
+def _link(target: Path, page: Path) -> str:
+    """``target`` (a path under the root) as a relative link from the Markdown file ``page``."""
+    return Path(os.path.relpath(target, page.parent)).as_posix()
 
 
-def readme_table() -> str:
-    """The README's package table, from the packages' own metadata (models first)."""
+def _io_processors(p: Package) -> str:
+    project = tomllib.loads((p.path / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})
+    return ", ".join(f"`{name}`" for name in plugins)
+
+
+def models_table(page: Path) -> str:
+    """The model wheels: what each serves, published checkpoints of its shape, IOProcessors."""
+    rows = [
+        "| wheel | family | checkpoints | IOProcessor | README |",
+        "|---|---|---|---|---|",
+    ]
+    for p in sorted((p for p in packages() if p.served), key=lambda p: (p.family, p.name)):
+        checkpoints = ", ".join(f"`{c}`" for c in p.checkpoints)
+        link = f"[{p.path.name}]({_link(p.path / 'README.md', page)})"
+        rows.append(
+            f"| `{p.distribution}` | {p.family} | {checkpoints} | {_io_processors(p)} | {link} |"
+        )
+    return "\n".join(rows)
+
+
+def packages_table(page: Path) -> str:
+    """Every wheel, from the packages' own metadata (models first)."""
     rows = [
         "| wheel | layer | what it is | IOProcessor | folder |",
         "|---|---|---|---|---|",
@@ -208,11 +237,12 @@ def readme_table() -> str:
     order = ("model", "client", "head", "backbone", "core", "kernels", "testing")
     for p in sorted(packages(), key=lambda p: (order.index(p.layer), p.name)):
         project = tomllib.loads((p.path / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-        plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})
-        io = ", ".join(f"`{name}`" for name in plugins)
         layer = f"{p.layer} ({p.family})" if p.family else p.layer
-        link = f"[{p.folder}]({p.folder}/README.md)"
-        rows.append(f"| `{p.distribution}` | {layer} | {project['description']} | {io} | {link} |")
+        link = f"[{p.folder}]({_link(p.path / 'README.md', page)})"
+        rows.append(
+            f"| `{p.distribution}` | {layer} | {project['description']} | {_io_processors(p)} "
+            f"| {link} |"
+        )
     return "\n".join(rows)
 
 
@@ -237,7 +267,7 @@ def _server_rows(report: dict, servers: list[str], link: str, model: str) -> lis
     return rows
 
 
-def gpu_table() -> str:
+def gpu_table(page: Path) -> str:
     """One block of rows per model package (and workload) from the bench runs it names in
     ``gpu-results``: req/s at 1 / 16 / 64 / 256 clients and MFU at the peak of each server of
     the first run (the plugin first, vLLM's native model beside it), then what later runs add:
@@ -253,7 +283,7 @@ def gpu_table() -> str:
             if not path.exists():
                 raise SystemExit(f"{p.folder}/pyproject.toml: gpu-results names {result}, absent")
             report = json.loads(path.read_text(encoding="utf-8"))
-            markdown = path.with_suffix(".md").relative_to(ROOT).as_posix()
+            markdown = _link(path.with_suffix(".md"), page)
             link = f"[{report['machine']['name']}, {report['created'][:10]}]({markdown})"
             workload = report["config"].get("workload")
             model = f"{p.path.name} ({workload})" if workload else p.path.name
@@ -281,23 +311,85 @@ def _replace(text: str, start: str, end: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
-def readme(check: bool) -> int:
-    """Write the tables between the README's markers; with ``check``, only say if they differ."""
-    text = README.read_text(encoding="utf-8")
-    updated = _replace(text, TABLE_START, TABLE_END, readme_table())
-    updated = _replace(updated, GPU_START, GPU_END, gpu_table())
-    if updated == text:
-        return 0
-    if check:
-        print("README.md: a generated table is stale; run `python tools/workspace.py readme`")
-        return 1
-    README.write_text(updated, encoding="utf-8")
-    return 0
+# Generated tables: (file, start marker, end marker, writer of the table for that file).
+TABLES = (
+    ("README.md", "<!-- models: start -->", "<!-- models: end -->", models_table),
+    ("docs/packages.md", "<!-- packages: start -->", "<!-- packages: end -->", packages_table),
+    ("docs/performance.md", GPU_START, GPU_END, gpu_table),
+)
+
+
+def tables(check: bool) -> int:
+    """Write the generated tables between their markers; with ``check``, only say which are
+    stale."""
+    stale = 0
+    for name, start, end, writer in TABLES:
+        page = ROOT / name
+        text = page.read_text(encoding="utf-8")
+        updated = _replace(text, start, end, writer(page))
+        if updated == text:
+            continue
+        if check:
+            print(f"{name}: a generated table is stale; run `python tools/workspace.py tables`")
+            stale = 1
+        else:
+            page.write_text(updated, encoding="utf-8")
+    return stale
+
+
+# A Markdown link or image: [text](target "title") / ![alt](target).
+MARKDOWN_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCED_CODE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+
+
+def heading_slug(heading: str) -> str:
+    """A heading's anchor as GitHub and mkdocs both write it."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = FENCED_CODE.sub("", page.read_text(encoding="utf-8"))
+    return {heading_slug(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+
+
+def markdown_files() -> list[Path]:
+    """The repository's Markdown files (not under dot-folders or build outputs)."""
+    skip = {"build", "dist", "site"}
+    return sorted(
+        page
+        for page in ROOT.rglob("*.md")
+        if not any(p.startswith(".") or p in skip for p in page.relative_to(ROOT).parts)
+    )
+
+
+def broken_links() -> list[str]:
+    """Every relative link in the repository's Markdown that names no file, or no heading of
+    the Markdown file it names."""
+    problems = []
+    for page in markdown_files():
+        text = FENCED_CODE.sub("", page.read_text(encoding="utf-8"))
+        for match in MARKDOWN_LINK.finditer(text):
+            target = match.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, mailto:, ...
+                continue
+            path, _, fragment = target.partition("#")
+            resolved = page.parent / path if path else page
+            where = f"{page.relative_to(ROOT).as_posix()}: {target}"
+            if not resolved.exists():
+                problems.append(f"{where}: no such file")
+            elif fragment and resolved.suffix == ".md" and fragment not in _anchors(resolved):
+                problems.append(f"{where}: no such heading")
+    return problems
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["readme"]:
-        return readme(check="--check" in argv)
+    if argv[:1] == ["tables"]:
+        return tables(check="--check" in argv)
+    if argv[:1] == ["links"]:
+        problems = broken_links()
+        print("\n".join(problems) or f"{len(markdown_files())} Markdown files: every link resolves")
+        return 1 if problems else 0
     if argv[:1] == ["install"] and len(argv) == 2:
         _install(argv[1])
         return 0
