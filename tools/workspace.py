@@ -1,7 +1,7 @@
 """The packages of this repository, as they describe themselves.
 
 Every wheel's ``pyproject.toml`` carries a ``[tool.vllm-factory]`` table; nox, tox, CI, the GPU
-check and the README's package table read it through :func:`packages`, so adding a package is
+check and the generated tables read it through :func:`packages`, so adding a package is
 adding its folder. Keys (all optional but ``layer``)::
 
     [tool.vllm-factory]
