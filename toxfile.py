@@ -3,6 +3,7 @@ so a new package is picked up by ``tox`` with no edit here or in tox.ini."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,6 +17,10 @@ sys.path.insert(0, str(Path(__file__).parent / "tools"))
 import workspace  # stdlib only: the packages, as their own tables describe them
 
 TESTED = [p for p in workspace.packages() if p.vllm_free_tests]
+# tox.ini takes the shared pins from here ({env:WORKSPACE_...}); their one home is the root
+# pyproject.toml.
+os.environ["WORKSPACE_CPU_TORCH"] = workspace.settings().cpu_torch
+os.environ["WORKSPACE_RUFF"] = workspace.settings().ruff
 
 
 @impl

