@@ -504,7 +504,7 @@ def bench(session: nox.Session) -> None:
     ``python -m vllm_factory.testing.bench --help`` passes through. ``nox -s bench --
     --linking [--plugin deberta_gliner]``: the entity-linking bench
     (``python -m vllm_factory.testing.gliner.link_bench --help``). Results go to
-    ``packages/models/<plugin>/benchmarks/results/<machine>/`` (JSON, Markdown, PNG charts).
+    ``docs/benchmarks/<machine>/<date>-<commit>-<plugin>-<mode>.*`` (JSON, Markdown, PNG charts).
     """
     serving_env(session, DEFAULT_VLLM)
     session.install(*BENCH_DEPS)

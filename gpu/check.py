@@ -37,7 +37,7 @@ host has its library, and named in the report where it has not (``--keep-referen
 ``--reencode``: those plugins' references, whatever their versions (a failure stops the check).
 
 Writes ``<out>/gpu-check.json`` and ``<out>/gpu-check.md`` (default out:
-``gpu/results/<gpu>/``), plus ``<out>/runs/`` (per-job reports, pytest XML) and
+``docs/benchmarks/<gpu>/<date>-<commit>-gpu-check/``), plus ``<out>/runs/`` (per-job reports, pytest XML) and
 ``<out>/logs/`` (server logs), which are not meant to be committed. Exit status 1 when any
 job failed.
 """
@@ -64,7 +64,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "testing" / "src"))
 import workspace
+from vllm_factory.testing import bench_report  # stdlib only at import
 
 DTYPES = ("float32", "bfloat16")
 MODES = ("default", "eager", "async")
@@ -550,7 +552,9 @@ def write_results(out: Path, results: list[Result], header: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--artifacts", type=Path, default=ROOT / ".artifacts")
-    parser.add_argument("--out", type=Path, help="default: gpu/results/<gpu>")
+    parser.add_argument(
+        "--out", type=Path, help="default: docs/benchmarks/<gpu>/<date>-<commit>-gpu-check"
+    )
     parser.add_argument("--plugins", help="comma-separated (default: every model package)")
     parser.add_argument(
         "--suite", default="parity",
@@ -612,7 +616,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         return render(args.render, args.out or args.render.parent, list(packages), args.merge)
     gpu = gpu_name()
-    out = (args.out or ROOT / "gpu" / "results" / gpu_slug(gpu)).resolve()
+    out = args.out or bench_report.results_folder(ROOT, gpu_slug(gpu)) / bench_report.record_stem(
+        "gpu-check", ROOT
+    )
+    out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     jobs = [
         Job(plugin, package, dtype, mode, suite=suite)

@@ -12,7 +12,7 @@ adding its folder. Keys (all optional but ``layer``)::
     demo = "examples/demo.py"       # served by `nox -s build -- --serve`
     reference-envs = ["deberta_gliner_reference:gliner_env"]  # reference/<module>:<function>
     representative = true           # the family's model in CI's older-vLLM and demo passes
-    gpu-results = ["benchmarks/results/h200/x.json"]  # the performance page: headline runs
+    gpu-results = ["docs/benchmarks/h200/x.json"]  # the performance page: headline runs
     checkpoints = ["org/name"]      # models: published checkpoints of its shape (README table)
 
 Backbones, heads, models and clients live under ``packages/backbones``, ``packages/heads``,
@@ -68,7 +68,7 @@ class Package:
     demo: str | None = None
     reference_envs: tuple[str, ...] = ()
     representative: bool = False
-    gpu_results: tuple[str, ...] = ()  # bench JSON files, relative to the package
+    gpu_results: tuple[str, ...] = ()  # bench JSON files, relative to the repository root
     checkpoints: tuple[str, ...] = ()  # published checkpoints of the model's shape
 
     @property
@@ -326,7 +326,7 @@ def gpu_table(page: Path) -> str:
     for p in sorted(packages(), key=lambda p: p.name):
         seen: set[tuple[str | None, str]] = set()  # (workload, server), reference as ""
         for result in p.gpu_results:
-            path = p.path / result
+            path = ROOT / result
             if not path.exists():
                 raise SystemExit(f"{p.folder}/pyproject.toml: gpu-results names {result}, absent")
             report = json.loads(path.read_text(encoding="utf-8"))

@@ -2,7 +2,7 @@
 encoders: the Triton kernel at its default tiles (and, with ``--sweep``, at others) against
 PyTorch's SDPA on the same sequences, at served shapes.
 
-Usage: python benchmarks/bench_rows_attention.py --out results/h200-rows-attention.json [--sweep]
+Usage: python benchmarks/bench_rows_attention.py --out rows-attention.json [--sweep]
 
 Shapes: 12 heads of 64 (ModernBERT-base, mT5-base), bf16, ``--batch`` sequences of ``--length``
 tokens packed (default 16 and 32 x 512: vLLM's 8192-token step and twice that). Forms: ``plain``

@@ -676,3 +676,29 @@ def test_variants_are_the_plugin_again_with_their_own_environment_and_args() -> 
     text = bench_report.markdown(report)
     assert '- Variant spans of the plugin server: environment {"K": "1"}' in text
     assert '- Variant async of the native server: environment {}, server args ["--async-' in text
+
+
+def test_runs_are_recorded_by_machine_date_and_commit(tmp_path: Path) -> None:
+    import re
+    import subprocess
+    import time
+
+    assert bench_report.results_folder(tmp_path, "h200") == tmp_path / "docs/benchmarks/h200"
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert bench_report.record_stem("x-quick", tmp_path) == f"{today}-nocommit-x-quick"
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path, check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    (tmp_path / "f").write_text("1")
+    git("add", "f")
+    git("commit", "-qm", "one")
+    head = git("rev-parse", "--short=7", "HEAD")
+    assert bench_report.record_stem("x", tmp_path) == f"{today}-{head}-x"
+    (tmp_path / "f").write_text("2")  # a run of uncommitted code says so
+    assert bench_report.record_stem("x", tmp_path) == f"{today}-{head}+-x"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d-[0-9a-f]{7}\+-x", bench_report.record_stem("x", tmp_path))

@@ -248,7 +248,7 @@ def lstm_triton_steps(
     # 16-bit weights: 32 units a program (H = 384: 12 programs a direction), h and W_hh 128
     # columns at a time. An H200's sweeps (bf16, H = 384, T = 330, from a CUDA graph, at B = 1 /
     # 16 / 64): 16 units x 64 columns 2.23 / 2.84 / 3.26 ms, 16 x 128 1.69 / 2.26 / 2.95
-    # (kernels-pkg/benchmarks/results/h200-bilstm-s26.txt), 32 x 128 1.59 / 2.06 / 2.32
+    # (docs/benchmarks/h200/2026-12-02-56cc5e3-kernels-bilstm.txt), 32 x 128 1.59 / 2.06 / 2.32
     # (h200-bilstm-s27.txt). float32 weights: 16 units x 64 columns (registers).
     block_b = 16
     wide = w_hh.dtype != torch.float32

@@ -1162,8 +1162,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     )  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--machine", help="results folder name (default: derived, e.g. cpu-2core)")
-    ap.add_argument("--out-dir", type=Path, help="results root (default: the spec's results/)")
-    ap.add_argument("--tag", help="file name stem (default: <plugin>-<mode>)")
+    ap.add_argument(
+        "--out-dir", type=Path, help="writes into <out-dir>/<machine>/ (default: docs/benchmarks/)"
+    )
+    ap.add_argument("--tag", help="file name after <date>-<commit>- (default: <plugin>-<mode>)")
     ap.add_argument(
         "--encoding", choices=ENCODINGS, default="float",
         help="response vectors as JSON floats, base64 float32 or base64 float16 (plugin and "
@@ -1307,20 +1309,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report["loadavg_end"] = list(os.getloadavg())
     report["total_seconds"] = time.monotonic() - started
 
-    out_root = args.out_dir or spec_results_dir(args.plugin, args.spec)
+    folder = args.out_dir / name if args.out_dir else bench_report.results_folder(repo_root(), name)
     workload = f"{config.workload}-" if config.workload else ""
-    stem = args.tag or f"{spec.name}-{workload}{config.mode}"
-    paths = bench_report.write_all(report, out_root / name, stem)
+    stem = bench_report.record_stem(args.tag or f"{spec.name}-{workload}{config.mode}")
+    paths = bench_report.write_all(report, folder, stem)
     for path in paths:
         logger.info("wrote %s", path)
     print(bench_report.markdown(report))
     return report
-
-
-def spec_results_dir(plugin: str | None, spec_path: Path | None) -> Path:
-    if spec_path is not None:
-        return spec_path.resolve().parent / "results"
-    return repo_root() / "packages" / "models" / str(plugin) / "benchmarks" / "results"
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["charts", "markdown", "write_all"]
+__all__ = ["charts", "markdown", "record_stem", "results_folder", "write_all"]
 
 
 # Settings the servers inherit from the bench's environment that change the numbers (vLLM sizes
@@ -423,6 +423,41 @@ def portable(value: Any) -> Any:
     if isinstance(value, str):
         return MACHINE_PATH.sub(_portable_path, value)
     return value
+
+
+def results_folder(root: Path, machine: str) -> Path:
+    """Where a run on ``machine`` is recorded: ``docs/benchmarks/<machine>/`` of the checkout
+    ``root`` (every package's and tool's runs in one place, outside the wheels' folders)."""
+    return root / "docs" / "benchmarks" / machine
+
+
+def record_stem(name: str, root: Path | None = None) -> str:
+    """A run's file name stem: ``<date>-<commit>-<name>``, the UTC date and the short commit
+    of the checkout ``root`` (``nocommit`` outside a git checkout, ``+`` after a commit with
+    uncommitted changes)."""
+    import subprocess
+    import time
+
+    commit = "nocommit"
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=7", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        commit = head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return f"{time.strftime('%Y-%m-%d', time.gmtime())}-{commit}-{name}"
 
 
 def write_all(report: dict[str, Any], folder: Path, stem: str) -> list[Path]:

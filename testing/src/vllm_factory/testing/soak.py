@@ -16,7 +16,7 @@ Pass (each checked, the verdicts in the report): no answer is a 5xx; the floor o
 memory (the lowest sample of a minute: what it keeps, not one step's activations) grows less than
 5 % from the first minute after warm-up (when every kind of body has been through it) to the
 last; the last minute's p99 is within 1.2x the first minute's after warm-up. Writes
-``<out>/<machine>-<date>-<plugin>-soak.{json,png}``.
+``docs/benchmarks/<machine>/<date>-<commit>-<plugin>-soak.{json,png}``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from vllm_factory.testing.bench_report import portable
+from vllm_factory.testing.bench_report import portable, record_stem, results_folder
 from vllm_factory.testing.fuzz import resident_bytes
 from vllm_factory.testing.loadgen import percentile
 from vllm_factory.testing.usage import process_tree, role_of
@@ -252,7 +252,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--server-arg", action="append", default=[])
     parser.add_argument("--checkpoint", type=Path, help="a served directory instead of the spec's")
     parser.add_argument("--machine", default=None)
-    parser.add_argument("--out", type=Path, default=bench.repo_root() / "docs" / "benchmarks")
+    parser.add_argument(
+        "--out", type=Path, help="writes into <out>/<machine>/ (default: docs/benchmarks/)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
@@ -306,10 +308,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "verdicts": verdicts(records, timeline),
         }
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{machine}-{time.strftime('%Y-%m-%d')}-{spec.name}-soak"
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
-    chart(report, args.out / f"{stem}.png")
+    out = args.out / machine if args.out else results_folder(bench.repo_root(), machine)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = record_stem(f"{spec.name}-soak", bench.repo_root())
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    chart(report, out / f"{stem}.png")
     print(json.dumps(report["verdicts"], indent=2))
     return report
 

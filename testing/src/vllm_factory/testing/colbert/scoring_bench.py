@@ -12,7 +12,7 @@ documents per second = documents scored / wall time. Writes ``<out>/<tag>.json``
 ``<out>/<tag>.md``.
 
     python -m vllm_factory.testing.colbert.scoring_bench --checkpoint DIR \\
-        --config-format colbert --out packages/models/moderncolbert/benchmarks/results/cpu-2core
+        --config-format colbert --out docs/benchmarks/cpu-2core
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ process, side by side in one run.
   hits and misses from the server's ``/metrics`` for the cold pass (every text once) and for
   each measured point.
 
-Results: ``packages/models/<plugin>/benchmarks/results/<machine>/<plugin>-linking.{json,md,png}``.
+Results: ``docs/benchmarks/<machine>/<date>-<commit>-<plugin>-linking.{json,md,png}``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from vllm_factory.testing import bench_report
 from vllm_factory.testing.bench import (
     machine_info,
     machine_name,
@@ -356,9 +357,9 @@ def main(argv: list[str] | None = None) -> dict:
             report["factors"][f"vs {mode} bs1"] = peak / bs1["req_per_s"]
             report["factors"][f"vs {mode} best"] = peak / best["req_per_s"]
     report["total_seconds"] = time.monotonic() - started
-    out = (args.out_dir or package / "benchmarks" / "results") / name
+    out = args.out_dir / name if args.out_dir else bench_report.results_folder(repo_root(), name)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.plugin}-linking{'-quick' if args.quick else ''}"
+    stem = bench_report.record_stem(f"{args.plugin}-linking{'-quick' if args.quick else ''}")
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     (out / f"{stem}.md").write_text(markdown(report), encoding="utf-8")
     chart(report, out / f"{stem}.png")

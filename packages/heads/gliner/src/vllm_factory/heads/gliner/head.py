@@ -207,7 +207,7 @@ class WordLSTM(nn.Module):
         :data:`GRAPH_STEPS`; of :meth:`by_kernel`'s per-step kernel for a 16-bit head): a few
         launches per step instead of cuDNN's two per word and direction, which held ~40 % of
         the engine core's thread at 64 clients on an H200
-        (``deberta_gliner/benchmarks/results/h200/profile-64-clients``). ``None`` (the caller
+        (``docs/benchmarks/h200/2026-11-27-a69a485-deberta_gliner-profile-64-clients``). ``None`` (the caller
         runs cuDNN) while a CUDA graph is being captured elsewhere, or after a capture failed
         (said once)."""
         if torch.cuda.is_current_stream_capturing():
