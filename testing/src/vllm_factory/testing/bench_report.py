@@ -438,25 +438,15 @@ def record_stem(name: str, root: Path | None = None) -> str:
     import subprocess
     import time
 
-    commit = "nocommit"
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=7", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        commit = head + ("+" if dirty else "")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        commit = git("rev-parse", "--short=7", "HEAD") + ("+" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        pass
+        commit = "nocommit"
     return f"{time.strftime('%Y-%m-%d', time.gmtime())}-{commit}-{name}"
 
 
