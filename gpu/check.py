@@ -37,8 +37,8 @@ host has its library, and named in the report where it has not (``--keep-referen
 ``--reencode``: those plugins' references, whatever their versions (a failure stops the check).
 
 Writes ``<out>/gpu-check.json`` and ``<out>/gpu-check.md`` (default out:
-``docs/benchmarks/<gpu>/<date>-<commit>-gpu-check/``), plus ``<out>/runs/`` (per-job reports, pytest XML) and
-``<out>/logs/`` (server logs), which are not meant to be committed. Exit status 1 when any
+``docs/benchmarks/<gpu>/<date>-<commit>-gpu-check/``), plus ``<out>/runs/`` (per-job reports,
+pytest XML) and ``<out>/logs/`` (server logs), which are not meant to be committed. Exit status 1 when any
 job failed.
 """
 

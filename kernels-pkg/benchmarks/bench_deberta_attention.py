@@ -16,13 +16,13 @@ Usage: python benchmarks/bench_deberta_attention.py --out flash-deberta.json
    tile configurations.
 
 Tried and not kept (2026-11-28, H200, 16 x 512 tokens, 12 heads, bf16; commit 18f7fd6,
-``docs/benchmarks/h200/2026-11-28-18f7fd6-kernels-deberta-attention-window-gather.json``): kernels that score each tile's bucket
-window from the ``pos_key`` / ``pos_query`` projections on the tensor cores and pick each
+``docs/benchmarks/h200/2026-11-28-18f7fd6-kernels-deberta-attention-window-gather.json``):
+kernels that score each tile's bucket window from the ``pos_key`` / ``pos_query`` projections on the tensor cores and pick each
 pair's term with ``tl.gather`` took 0.906 ms per layer (best tile 0.778 ms) against 0.371 ms
 for the precomputed scores read per pair, the two ``relative_scores`` products included;
 no tile configuration beats the default for the latter
-(``docs/benchmarks/h200/2026-11-28-18f7fd6-kernels-deberta-attention-scores-sweep.json``). Also dropped (2026-11-29, H200, the same
-shapes and this benchmark): reading each tile's p2c entries as a ``[keys, queries]`` tile (so
+(``docs/benchmarks/h200/2026-11-28-18f7fd6-kernels-deberta-attention-scores-sweep.json``).
+Also dropped (2026-11-29, H200, the same shapes and this benchmark): reading each tile's p2c entries as a ``[keys, queries]`` tile (so
 that neighbouring threads read neighbouring buckets of one key's row, not one element from each
 of 32 rows) and transposing it in registers with ``tl.trans``: the in-graph form (by rows,
 projections included) took 1.227 ms per layer against 0.428 ms, ``flash_deberta_attention``

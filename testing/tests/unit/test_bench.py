@@ -678,11 +678,15 @@ def test_variants_are_the_plugin_again_with_their_own_environment_and_args() -> 
     assert '- Variant async of the native server: environment {}, server args ["--async-' in text
 
 
-def test_runs_are_recorded_by_machine_date_and_commit(tmp_path: Path) -> None:
+def test_runs_are_recorded_by_machine_date_and_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import re
     import subprocess
     import time
 
+    # tmp_path may lie inside a checkout (nox's tmp): git looks no further up than tmp_path.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     assert bench_report.results_folder(tmp_path, "h200") == tmp_path / "docs/benchmarks/h200"
     today = time.strftime("%Y-%m-%d", time.gmtime())
     assert bench_report.record_stem("x-quick", tmp_path) == f"{today}-nocommit-x-quick"

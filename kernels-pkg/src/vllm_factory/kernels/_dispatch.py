@@ -9,8 +9,9 @@ Rules, in order:
   ``VLLM_FACTORY_DISABLE_TRITON`` is not set to a true value and no tensor needs autograd (the
   kernels are inference-only, they have no backward); otherwise the fallback.
 * Under ``torch.compile`` (vLLM's compiled encoders) ``"auto"`` is the fallback: Inductor fuses
-  it with its neighbours, which matches or beats the separate Triton launches
-  (``benchmarks/results``), and the traced graph stays free of Python-side logging.
+  it with its neighbours, which matches or beats the separate Triton launches (the kernel
+  benchmarks in ``docs/benchmarks/<gpu>/``), and the traced graph stays free of Python-side
+  logging.
 """
 
 from __future__ import annotations

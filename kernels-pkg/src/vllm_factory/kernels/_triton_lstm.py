@@ -249,7 +249,8 @@ def lstm_triton_steps(
     # columns at a time. An H200's sweeps (bf16, H = 384, T = 330, from a CUDA graph, at B = 1 /
     # 16 / 64): 16 units x 64 columns 2.23 / 2.84 / 3.26 ms, 16 x 128 1.69 / 2.26 / 2.95
     # (docs/benchmarks/h200/2026-12-02-56cc5e3-kernels-bilstm.txt), 32 x 128 1.59 / 2.06 / 2.32
-    # (h200-bilstm-s27.txt). float32 weights: 16 units x 64 columns (registers).
+    # (docs/benchmarks/h200/2026-12-02-f66199b-kernels-bilstm.txt). float32 weights: 16 units x
+    # 64 columns (registers).
     block_b = 16
     wide = w_hh.dtype != torch.float32
     if block_h is None:

@@ -9,7 +9,8 @@ loop: what the engine's thread pays) and the device time of the loop, for the GL
 shapes (width 768: the endpoint MLPs' 768 -> 3072 -> 768, the span table's 768 -> 3072 and
 the labels' product with the span MLP's last layer), in bfloat16. Nothing is warmed up first:
 the first case run (fixed rows of the first shape) also pays cuBLAS's start-up, as in
-``docs/benchmarks/h200/2026-11-29-c17301b-gliner-head-row-buckets.json``; compare the other three cases.
+``docs/benchmarks/h200/2026-11-29-c17301b-gliner-head-row-buckets.json``; compare the other
+three cases.
 """
 
 from __future__ import annotations

@@ -220,8 +220,9 @@ def _(q, k, v, row_start, row_end, rel_index, c2p, p2c, scale_factor, max_seqlen
 
 # On by default on CUDA engines, "0" turns it off (the attention is then a split point). GPU-
 # checked with every DeBERTa package (deberta_gliner and its bi-encoder, gliner2; H200, fp32
-# and bf16; docs/benchmarks/h200/2026-11-29-c17301b-gpu-check-gliner-opt-ins) and faster than the split point at every load
-# of the deberta_gliner benchmarks, most with --async-scheduling (their README).
+# and bf16; docs/benchmarks/h200/2026-11-29-c17301b-gpu-check-gliner-opt-ins) and faster than
+# the split point at every load of the deberta_gliner benchmarks, most with
+# --async-scheduling (docs/benchmarks/deberta_gliner.md).
 IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION"
 
 
