@@ -417,6 +417,42 @@ def test_span_chunks_change_nothing_whatever_the_label_counts(monkeypatch, label
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("equal", [True, False])  # one label count / counts that differ
+def test_a_steps_span_products_stay_within_the_budget_whatever_its_labels(monkeypatch, equal):
+    """Many prompts with many labels in one step (labels past the fold, so spans are dotted
+    with the label vectors): no span x label product is larger than ``SPAN_CHUNK``, because
+    each chunk of prompts meets only its own labels (before, every chunk met all the step's
+    labels, so a step's memory grew with its words times its labels); and the scores are
+    those of one chunk."""
+    import vllm_factory.heads.gliner.head as head_module
+
+    model = head()
+    prompts = [prompt(20 if equal else 20 + i % 2, (1, 2, 1, 1), i) for i in range(6)]
+    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+    hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
+    whole = model(hidden, requests)
+    marker = model.span_rep_layer.span_rep_layer
+    inner = marker.out_project[0].out_features
+    budget = 5 * marker.max_width * inner  # one prompt (4 words) per chunk
+    assert not head_module.fold_labels(sum(s.shape[-1] for s in whole), inner // 4)
+    monkeypatch.setitem(head_module.SPAN_CHUNK, "cpu", budget)
+    sizes = []
+    real = torch.Tensor.__matmul__
+
+    def spy(a, b):
+        out = real(a, b)
+        sizes.append(out.numel())
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "__matmul__", spy)
+    chunked = model(hidden, requests)
+    monkeypatch.setattr(torch.Tensor, "__matmul__", real)
+    assert sizes and max(sizes) <= budget
+    assert max(sizes) == 4 * marker.max_width * (20 if equal else 21)
+    for a, b in zip(whole, chunked):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
 def test_folded_last_layer_scores_as_the_span_vectors_do(monkeypatch):
     """The span MLP's last layer folded into the label vectors gives the scores of span
     vectors dotted with the labels (gliner's order), up to float rounding; and so does each

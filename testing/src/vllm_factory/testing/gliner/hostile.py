@@ -10,6 +10,8 @@ words a text (more with a request's ``max_len``), so the scaled-up bodies here s
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -127,6 +129,35 @@ def test_a_request_id_may_be_reused_once_answered(server):
     for _ in range(2):
         response = httpx.post(f"{server.url}/pooling", json=body, timeout=120)
         assert response.status_code == 200, response.text
+
+
+def test_requests_at_the_limits_together_are_answered(server):
+    """The engine's worst case: four requests each as large as the cell budget lets it be (a
+    bi-encoder's 2,048 labels, or a few dozen, within a uni-encoder's label prompt, on texts of
+    the checkpoint's words), sent together with different label counts, so that an engine
+    step holds prompts of several of them. Each is answered, and the server keeps serving.
+    Until the span scoring went a chunk of prompts at a time against their own labels, every
+    span of a step was dotted with every label of the step: a bi-encoder's step of these
+    asked for words x width x (prompts x 2,048) cells, tens of GB."""
+    config = json.loads((Path(server.model) / "gliner_config.json").read_text())
+    words, width = int(config["max_len"]), int(config["max_width"])
+    labels_each = 2048 - 3 if config.get("labels_encoder") else 24
+    text = " ".join(f"w{i}" for i in range(words))
+    cells = envs.get(envs.GLINER_MAX_CELLS)
+
+    def send(k: int) -> httpx.Response:
+        labels = [f"x{k}{i}" for i in range(labels_each + k)]
+        texts = min(256, cells // (words * width * len(labels)))
+        data = {"text": [text] * texts, "labels": labels, "threshold": 1.0}
+        return httpx.post(f"{server.url}/pooling", json={"model": server.model, "data": data},
+                          timeout=600)  # fmt: skip
+
+    with ThreadPoolExecutor(4) as pool:
+        responses = list(pool.map(send, range(4)))
+    for response in responses:
+        assert response.status_code == 200, response.text[:500]
+        assert len(response.json()["data"]) > 1
+    assert server.is_alive()
 
 
 def test_the_server_answers_the_same_after_all_of_them(server, ner, corpus):

@@ -711,12 +711,8 @@ class GLiNERSpanHead(FactoryPooler):
         if scores is None:
             logits = self.span_logits(
                 pad.rows(words), labels, index["first"], index["length"], columns, pad,
-                plan.total_labels,
+                plan.total_labels, [(rows, cols) for _, rows, cols in plan.blocks()],
             )  # fmt: skip
-            if columns is None:  # prompts with different label counts: blocks back to back
-                logits = torch.cat(
-                    [logits[rows, :, cols].flatten() for _, rows, cols in plan.blocks()]
-                )
             scores = torch.sigmoid(logits.float())
         if scores.device.type != "cpu":  # vLLM syncs before it reads a pooler output
             scores = scores.to("cpu", non_blocking=True)
@@ -731,13 +727,21 @@ class GLiNERSpanHead(FactoryPooler):
         columns: torch.Tensor | None,
         pad: RowBuckets,
         num_labels: int | None = None,
+        prompts: Sequence[tuple[slice, slice]] | None = None,
     ) -> torch.Tensor:
-        """Span x label logits ``[len(first), max_width, C]`` of the word rows ``first`` /
-        ``length`` describe (:meth:`MarkerV0.span_rows`; ``words`` may hold more, padded,
-        rows): ``C`` the labels per prompt where ``columns`` picks each word's own, else every
-        label of the step. The span MLP's last layer is folded into ``labels`` where
+        """Span x label logits of the word rows ``first`` / ``length`` describe
+        (:meth:`MarkerV0.span_rows`; ``words`` may hold more, padded, rows). ``prompts``: each
+        prompt's word rows and label columns, back to back (``None``: one prompt of every row
+        and label). Where ``columns`` picks each word's own labels: ``[len(first), max_width,
+        labels per prompt]``; else every prompt's ``[words, max_width, labels]`` block
+        flattened, back to back. The span MLP's last layer is folded into ``labels`` where
         :func:`fold_labels` says so for ``num_labels`` (the step's real labels; ``None``:
-        always folded). Spans are scored a ``SPAN_CHUNK`` at a time."""
+        always folded).
+
+        Spans are scored a chunk of consecutive prompts at a time, against those prompts'
+        labels only, each chunk at most ``SPAN_CHUNK`` elements of its widest activation (a
+        prompt of more is cut by word rows): the memory a step needs is bounded by the budget,
+        not by its words times the labels of all its prompts."""
         marker = self.span_rep_layer.span_rep_layer
         total, max_width = first.shape[0], marker.max_width
         table = marker.span_table(*marker.endpoints(words))
@@ -749,23 +753,44 @@ class GLiNERSpanHead(FactoryPooler):
         else:
             weight, bias = None, None
             labels = labels[:num_labels]
+        if prompts is None:
+            prompts = [(slice(0, total), slice(0, labels.shape[0]))]
         budget = SPAN_CHUNK["cpu" if words.device.type == "cpu" else "other"]
-        step = max(1, budget // (max_width * inner))
         parts = []
-        for r in range(0, total, step):
-            rows = slice(r, min(r + step, total))
-            count = (rows.stop - rows.start) * max_width
-            chosen = pad.rows(span_rows[rows.start * max_width : rows.stop * max_width])
-            if weight is not None:  # relu(start row + end row) . folded labels
-                logits = span_logits(table, chosen, weight, bias, backend=span_kernel_backend())
-            else:
-                logits = last(marker.span_hidden(table, chosen)) @ labels.T
-            logits = logits[:count].view(-1, max_width, logits.shape[-1])
-            if columns is not None:  # each word's own labels: [n, max_width, labels per prompt]
-                logits = torch.gather(
-                    logits, 2, columns[rows].unsqueeze(1).expand(-1, max_width, -1)
-                )
-            parts.append(logits)
+        for group in span_chunks(prompts, max_width, inner, budget):
+            cols = slice(group[0][1].start, group[-1][1].stop)
+            rows = slice(group[0][0].start, group[-1][0].stop)
+            step = max(1, budget // (max_width * max(inner, cols.stop - cols.start)))
+            for r in range(rows.start, rows.stop, step):
+                chunk = slice(r, min(r + step, rows.stop))
+                count = (chunk.stop - chunk.start) * max_width
+                chosen = pad.rows(span_rows[chunk.start * max_width : chunk.stop * max_width])
+                if weight is not None:  # relu(start row + end row) . folded labels
+                    logits = span_logits(
+                        table, chosen, weight[cols], bias[cols], backend=span_kernel_backend()
+                    )
+                else:
+                    logits = last(marker.span_hidden(table, chosen)) @ labels[cols].T
+                logits = logits[:count].view(-1, max_width, logits.shape[-1])
+                if columns is not None:  # each word's own labels: [n, max_width, per prompt]
+                    own = columns[chunk] - cols.start
+                    parts.append(
+                        torch.gather(logits, 2, own.unsqueeze(1).expand(-1, max_width, -1))
+                    )
+                else:  # each prompt's block of the chunk, flattened
+                    parts.extend(
+                        logits[
+                            max(p_rows.start, chunk.start) - chunk.start :
+                            min(p_rows.stop, chunk.stop) - chunk.start,
+                            :,
+                            p_cols.start - cols.start : p_cols.stop - cols.start,
+                        ].flatten()
+                        for p_rows, p_cols in group
+                        if p_rows.start < chunk.stop and p_rows.stop > chunk.start
+                    )  # fmt: skip
+        if not parts:
+            shape = (0, max_width, columns.shape[1]) if columns is not None else (0,)
+            return table.new_zeros(shape)
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def word_vectors(
@@ -981,6 +1006,24 @@ def fold_labels(num_labels: int, width: int) -> bool:
 # on the CPU a chunk that stays in cache (measured: 1 << 22 as fast as one text at a time,
 # 1 << 26 18 % slower), on a GPU few and large launches.
 SPAN_CHUNK = {"cpu": 1 << 22, "other": 1 << 26}
+
+
+def span_chunks(
+    prompts: Sequence[tuple[slice, slice]], max_width: int, inner: int, budget: int
+) -> Iterator[list[tuple[slice, slice]]]:
+    """Consecutive prompts (word rows, label columns) grouped so that a group's spans times
+    the wider of ``inner`` and its labels stays within ``budget``; a prompt over it alone."""
+    group: list[tuple[slice, slice]] = []
+    for prompt in prompts:
+        if group:
+            rows = prompt[0].stop - group[0][0].start
+            cols = prompt[1].stop - group[0][1].start
+            if rows * max_width * max(inner, cols) > budget:
+                yield group
+                group = []
+        group.append(prompt)
+    if group:
+        yield group
 
 
 class StepPlan:
