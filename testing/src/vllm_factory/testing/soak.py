@@ -253,6 +253,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--checkpoint", type=Path, help="a served directory instead of the spec's")
     parser.add_argument("--machine", default=None)
     parser.add_argument(
+        "--ref-python", help="the reference library's interpreter that builds the checkpoint "
+        "(as the bench's; default: the kit's venv)",
+    )  # fmt: skip
+    parser.add_argument(
         "--out", type=Path, help="writes into <out>/<machine>/ (default: docs/benchmarks/)"
     )
     args = parser.parse_args(argv)
@@ -261,6 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     spec = bench.load_spec(args.plugin, None)
     config = bench.default_config(spec.name, args.device, quick=True)
     config.server_args = list(args.server_arg)
+    config.ref_python = args.ref_python
     if args.checkpoint:
         config.checkpoint = str(args.checkpoint.resolve())
     max_tokens = bench.max_tokens_of(config.lengths)
