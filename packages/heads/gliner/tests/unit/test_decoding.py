@@ -152,3 +152,14 @@ def test_candidates_above_the_threshold_are_counted_before_they_are_ranked():
     kept = decode_spans(scores, 4, 0.5, max_candidates=24)
     assert kept.candidates == 21  # the cells whose span ends inside the text
     assert kept == decode_spans(scores, 4, 0.5)
+
+
+@pytest.mark.parametrize("max_width", [1, 3, 12])
+def test_spans_inside_counts_what_the_decoder_can_keep(max_width):
+    """The spans a threshold of 0 keeps (the IOProcessor refuses such a request on this count
+    before the model runs): every (start, width) whose span ends inside the text."""
+    from vllm_factory.heads.gliner.io_processor import spans_inside
+
+    for words in range(30):
+        inside = sum(1 for s in range(words) for k in range(max_width) if s + k < words)
+        assert spans_inside(words, max_width) == inside

@@ -48,11 +48,17 @@ def test_many_candidates_with_long_labels_are_refused_by_budget(server):
 
 def test_a_threshold_of_zero_keeps_a_bounded_number_of_candidates(server):
     """threshold 0 and multi-label: every span x label cell passes (64 texts x 96 words x
-    width x 20 labels here); refused, naming the threshold, before they become Python objects."""
+    width x 20 labels here); refused, naming the threshold, before the model runs (it was
+    refused only after the model had scored every cell); a threshold just above 0 is refused once the scores are counted, before they become
+    Python objects."""
     labels = [f"label {i}" for i in range(20)]
     data = {"text": [WORDS] * 64, "labels": labels, "threshold": 0.0, "multi_label": True,
             "flat_ner": False}  # fmt: skip
-    assert_refused(server, data, "data.threshold")
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500, response.text
+    assert "data.threshold" in response.text and "above a threshold of 0" in response.text
+    assert envs.MAX_ENTITIES.name in response.text, response.text
+    assert_refused(server, {**data, "threshold": 1e-30}, "data.threshold")
     small = {**data, "text": WORDS[:60], "labels": labels[:2]}  # few cells: answered
     assert server.pooling(small).status_code == 200
 

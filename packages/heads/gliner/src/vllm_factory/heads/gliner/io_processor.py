@@ -279,10 +279,12 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         tokenized (each prompt's words and labels), the span x label cells the model scores
         and sends back, and the scores ``return_scores`` would answer."""
         label_chars = sum(len(label) for label in plan.labels)
-        text_chars, words = 0, 0
+        text_chars, words, spans = 0, 0, 0
+        width = self.settings.max_width
         for index in range(len(request.texts)):
             text_words = self.text_words(request, index)
             words += len(text_words)
+            spans += spans_inside(len(text_words), width)
             if len(text_words):
                 start, end = text_words.bounds(0, len(text_words) - 1)
                 text_chars += end - start
@@ -300,6 +302,11 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         if request.return_scores:
             checks.append(("data.return_scores", checks[1][1], envs.MAX_RETURNED_SCORES,
                            "scores", "ask for scores with fewer texts or labels"))  # fmt: skip
+        if request.threshold == 0 and request.input_spans is None:
+            # every score is above 0: known before the model runs, refused before it does
+            checks.append(("data.threshold", spans * len(plan.labels), envs.MAX_ENTITIES,
+                           "spans above a threshold of 0 (every span x label)",
+                           "raise the threshold"))  # fmt: skip
         for field, amount, setting, unit, advice in checks:
             budget_check(field, amount, envs.get(setting), unit, setting.name, advice)
 
@@ -392,3 +399,10 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 results.append(entities)
         # One text (vLLM Factory 0.2's form): its entities; a list of texts: one result per text.
         return results[0] if isinstance(request.text, str) else results
+
+
+def spans_inside(words: int, max_width: int) -> int:
+    """Spans of at most ``max_width`` words that end inside a text of ``words`` words."""
+    full = max(0, words - max_width + 1)  # starts with every width inside
+    tail = min(words, max_width - 1)  # the last starts, each one width fewer
+    return full * max_width + tail * (tail + 1) // 2
