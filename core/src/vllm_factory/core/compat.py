@@ -93,8 +93,8 @@ def prompt_token_ids_cpu(pooling_metadata: PoolingMetadata) -> list[torch.Tensor
 
 def exact_attention_needed(dtype: torch.dtype, device_type: str) -> bool:
     """True where vLLM's attention is not exact enough for fp32 parity: fp32 on CUDA, where
-    vLLM's backend (``TRITON_ATTN``) multiplies in TF32 (served ModernBERT vectors moved up to
-    3e-4 from PyLate's on an H100). Encoders then keep their own attention, eagerly."""
+    vLLM's backend (``TRITON_ATTN``) multiplies in TF32 (served ModernBERT vectors moved past
+    float32 parity's tolerance in the GPU check). Encoders then keep their own attention, eagerly."""
     return dtype == torch.float32 and device_type == "cuda"
 
 

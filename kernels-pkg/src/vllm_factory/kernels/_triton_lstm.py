@@ -87,7 +87,7 @@ def _cell_step(gi, gf, gg, go, gx_rows, c_rows, h_rows, out_rows, units, hidden,
 
 # Triton compiles a variant per value class of each integer argument (== 1, divisible by 16,
 # other): batch, steps and the per-sequence strides change with every step's texts, and each new
-# class cost a served step a compile (p95 ~750 ms at 16 - 64 clients on an H200, 2026-11-27).
+# class cost a served step a compile.
 @triton.jit(do_not_specialize=["batch", "steps", "stride_gb", "stride_ob"])
 def _bilstm_kernel(
     gx_ptr, whh_ptr, len_ptr, out_ptr, h_ptr, c_ptr,
@@ -173,8 +173,8 @@ def lstm_triton(gates_x: torch.Tensor, w_hh: torch.Tensor, lengths: torch.Tensor
         block_h = 32 if block_k * size <= 512 else 16
     else:
         # float32 weights (vLLM's default head dtype): IEEE dots run on FMA units and keep
-        # their operands in registers; whole-row tiles spilled (1712 spills, 518 ms for one
-        # 309-word text on an H200), so h and W_hh come 32 columns / rows at a time.
+        # their operands in registers; whole-row tiles spilled heavily, so h and W_hh come 32
+        # columns / rows at a time.
         k_chunk = min(block_k, 32)
         block_h = 32
     tiles = 4 * k_chunk * block_h * size
@@ -246,10 +246,9 @@ def lstm_triton_steps(
     if batch == 0 or steps == 0:
         return out
     # 16-bit weights: 32 units a program (H = 384: 12 programs a direction), h and W_hh 128
-    # columns at a time. An H200's sweeps (bf16, H = 384, T = 330, from a CUDA graph, at B = 1 /
-    # 16 / 64): 16 units x 64 columns 2.23 / 2.84 / 3.26 ms, 16 x 128 1.69 / 2.26 / 2.95
-    # (docs/benchmarks/h200/2026-12-02-56cc5e3-kernels-bilstm.txt), 32 x 128 1.59 / 2.06 / 2.32
-    # (docs/benchmarks/h200/2026-12-02-f66199b-kernels-bilstm.txt). float32 weights: 16 units x
+    # columns at a time, the fastest of the sweeps at every batch
+    # (docs/benchmarks/h200/2026-12-02-56cc5e3-kernels-bilstm.txt,
+    # docs/benchmarks/h200/2026-12-02-f66199b-kernels-bilstm.txt). float32 weights: 16 units x
     # 64 columns (registers).
     block_b = 16
     wide = w_hh.dtype != torch.float32

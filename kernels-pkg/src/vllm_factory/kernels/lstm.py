@@ -2,8 +2,8 @@
 
 What ``nn.LSTM(bidirectional=True)`` computes on a packed batch (``pack_padded_sequence``), in
 one Triton launch for the whole recurrence. cuDNN runs a recurrence as two kernels per time step
-and direction: about 650 launches for 330 words, which cost the engine's only CPU thread about
-10 ms per step on an H200 whatever the batch (the GPU work itself is 3 ms). The kernel keeps
+and direction, hundreds of launches for a step of long texts, which cost the engine's only CPU
+thread more than the GPU work itself, whatever the batch. The kernel keeps
 ``h`` and ``c`` of a block of sequences on one SM and loops over time itself; with
 ``per_step=True`` it is one launch per time step instead, the hidden units spread over the grid
 (each SM reads only its units' rows of ``W_hh``), for a CUDA graph to replay.

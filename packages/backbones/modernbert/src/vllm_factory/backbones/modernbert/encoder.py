@@ -16,8 +16,8 @@ Two paths over the same weights:
   runs eagerly with our own packed attention layouts (``attention.py``).
 
 fp32 on CUDA with the in-graph attention (below) turned off is the one exception: vLLM's fp32
-attention backend there (``TRITON_ATTN``) multiplies in TF32, which moved served vectors up to
-3e-4 from the reference library's (GPU check, H100), so such a model runs every batch through
+attention backend there (``TRITON_ATTN``) multiplies in TF32, which moves served vectors past
+float32 parity's tolerance (the GPU check), so such a model runs every batch through
 our exact layouts, eagerly, as it did before this encoder compiled.
 
 On CUDA engines with Triton usable (the default; ``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION=0``
@@ -76,8 +76,8 @@ def in_graph_attention_usable(vllm_config: Any) -> bool:
     """Whether ``forward`` attends in graph (the kernels' ``ROWS_OP``): on a CUDA engine with
     Triton usable, unless ``VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION=0``. GPU-checked (H200,
     fp32 / bf16, with and without async scheduling: moderncolbert, mmbert_gliner and its
-    bi-encoder) and faster than vLLM's attention at every load benchmarked (1.48x at the
-    moderncolbert peak, 1.03x mmbert_gliner; the backbone's README)."""
+    bi-encoder) and faster than vLLM's attention at every load benchmarked (the backbone's
+    README)."""
     return in_graph_attention_chosen(
         compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV, default=True
     )

@@ -125,8 +125,8 @@ IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION"
 def in_graph_attention_usable(vllm_config: Any) -> bool:
     """Whether ``forward`` attends in graph (the kernels' ``ROWS_OP``): on a CUDA engine with
     Triton usable, unless ``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=0``. GPU-checked (H200, fp32 /
-    bf16, with and without async scheduling) and 1.10x the split point at the mt5_gliner peak
-    (the backbone's README)."""
+    bf16, with and without async scheduling) and faster than the split point at the
+    mt5_gliner peak (the backbone's README)."""
     return in_graph_attention_chosen(
         compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV, default=True
     )

@@ -22,8 +22,8 @@ its expansion strategy and its skiplist sides.
 
 Responses are shaped with NumPy, not torch: this runs in the API process for every request, and
 a small torch op there (a masked row selection of a 512 x 128 matrix) wakes torch's OpenMP
-threads, which then spin. On the H100 host (16 threads) that kept 10-11 cores busy for 75
-documents/s (`vllm_factory.testing.usage`'s probe); NumPy does the same work on the calling
+threads, which then spin: on a 16-thread GPU host most cores stayed busy at a modest rate
+(`vllm_factory.testing.usage`'s probe); NumPy does the same work on the calling
 thread alone.
 """
 

@@ -85,8 +85,8 @@ class WordLSTM(nn.Module):
 
     In float32 it runs in IEEE float32 on the GPU too: cuDNN runs float32 RNNs in TF32 unless
     told otherwise (``torch.backends.cudnn.rnn.fp32_precision`` is ``"tf32"`` by default), which
-    moved served scores by up to 1.7e-4 from gliner's float32 CPU scores on an H100. The setting
-    is restored after the call; it has no effect without cuDNN.
+    moves served scores past float32 parity's tolerance (the GPU check, docs/parity.md). The
+    setting is restored after the call; it has no effect without cuDNN.
     """
 
     def __init__(self, width: int, layers: int, cuda_graphs: bool = True) -> None:
@@ -110,9 +110,9 @@ class WordLSTM(nn.Module):
         """``[B, W, width]`` padded word vectors, ``lengths`` [B] on the CPU, longest first ->
         ``[B, W, width]`` (zero past each text's length).
 
-        cuDNN launches two kernels per word and direction: ~650 launches for a step of
-        330-word texts, ~11 ms of the engine's CPU on an H200 whatever the batch (its GPU work
-        is ~3 ms). So on a GPU the recurrence is replayed from CUDA graphs (:meth:`by_graph`;
+        cuDNN launches two kernels per word and direction, so a step costs the engine's CPU
+        more than its GPU work, whatever the batch (docs/benchmarks/deberta_gliner.md). So on
+        a GPU the recurrence is replayed from CUDA graphs (:meth:`by_graph`;
         ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0`` or ``--enforce-eager`` turn that off, leaving
         cuDNN). ``vllm_factory.kernels.bidirectional_lstm`` does it in one launch
         (:meth:`by_kernel`); ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts a 16-bit head in to it
@@ -205,8 +205,8 @@ class WordLSTM(nn.Module):
         """:meth:`by_directions` replayed from a CUDA graph captured at the first step of each
         bucket (batch to the next power of two, words to the next multiple of
         :data:`GRAPH_STEPS`; of :meth:`by_kernel`'s per-step kernel for a 16-bit head): a few
-        launches per step instead of cuDNN's two per word and direction, which held ~40 % of
-        the engine core's thread at 64 clients on an H200
+        launches per step instead of cuDNN's two per word and direction, which held much of
+        the engine core's thread in a served profile
         (``docs/benchmarks/h200/2026-11-27-a69a485-deberta_gliner-profile-64-clients``). ``None`` (the caller
         runs cuDNN) while a CUDA graph is being captured elsewhere, or after a capture failed
         (said once)."""
@@ -326,8 +326,7 @@ GRAPH_STEPS = 64
 
 # On by default, "0" turns it off: the folded span scoring through
 # vllm_factory.kernels.span_logits' Triton kernel on GPUs (the span hidden layer stays in
-# registers; the fallback writes it out with embedding_bag: 10.8 % of a step's GPU time on an
-# H200, deberta_gliner benchmarks README).
+# registers; the fallback writes it out with embedding_bag; docs/benchmarks/deberta_gliner.md).
 SPAN_KERNEL_ENV = "VLLM_FACTORY_GLINER_SPAN_KERNEL"
 
 
@@ -335,15 +334,14 @@ def span_kernel_backend() -> str:
     """``span_logits``' backend for the head: ``"auto"`` (Triton on a GPU, the PyTorch
     fallback elsewhere or with ``VLLM_FACTORY_DISABLE_TRITON=1``) unless
     ``VLLM_FACTORY_GLINER_SPAN_KERNEL=0``, which keeps ``"torch"`` (``embedding_bag`` and
-    ``addmm``). The default since it won served with the GPU busy (H200, 2026-12-02, async
-    scheduling, 256 clients: deberta_gliner 1264.5 vs 1138.3 req/s, mt5_gliner 1261.3 vs
-    1216.4; ``*-s26-variants-10s`` in their benchmark results)."""
+    ``addmm``). The default because it served faster with the GPU busy
+    (docs/benchmarks/deberta_gliner.md, docs/benchmarks/mt5_gliner.md)."""
     return "torch" if os.environ.get(SPAN_KERNEL_ENV, "").strip() == "0" else "auto"
 
 
 # Opt-in, "1": inside the BiLSTM's CUDA graphs the two directions run on two streams (they
-# are independent until joined; ~27 % of a served deberta_gliner step's GPU time is the BiLSTM
-# on an H200, its words one after the other in each direction).
+# are independent until joined; the BiLSTM is a large share of a served step's GPU time, its
+# words one after the other in each direction).
 LSTM_TWO_STREAMS_ENV = "VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS"
 
 
@@ -363,9 +361,7 @@ def lstm_kernel_wanted(words: torch.Tensor) -> bool:
     instead of CUDA graphs: opted in with ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, on the terms
     of :func:`_lstm_kernel_fits`.
 
-    Opt-in because served it lost to cuDNN on an H200 (2026-11-27, bf16 heads, 512-token texts):
-    deberta_gliner 502 vs 550 req/s at its peak, mmbert_gliner and mt5_gliner (H = 384 per
-    direction) 67 / 56 ms vs 29 / 26 ms at one client (kernels-pkg/README.md)."""
+    Opt-in because served it lost to cuDNN (kernels-pkg/README.md)."""
     value = os.environ.get(LSTM_KERNEL_ENV, "").strip()
     return value == "1" and _lstm_kernel_fits(words, value)
 
@@ -376,10 +372,8 @@ def lstm_step_kernel_wanted(words: torch.Tensor) -> bool:
     and direction: the default (``VLLM_FACTORY_GLINER_LSTM_KERNEL`` unset or ``steps``; any
     other value keeps cuDNN's cell, e.g. ``cudnn``), on the terms of :func:`_lstm_kernel_fits`.
 
-    The default since it won on an H200 (2026-12-02, bf16): a graph of one bucket 2.8 - 3.9 ms
-    against 4.0 - 5.5 ms for cuDNN's (330 words, batch 1 - 64, ``bench_word_lstm.py``); served
-    with async scheduling, deberta_gliner 1238.5 vs 1138.3 req/s at 256 clients (1262.3 at 64),
-    mt5_gliner 1297.1 vs 1210.3 at 64 (``*-s26-variants-10s`` in their benchmark results)."""
+    The default because it won, alone (``bench_word_lstm.py``) and served
+    (docs/benchmarks/deberta_gliner.md, docs/benchmarks/mt5_gliner.md)."""
     value = os.environ.get(LSTM_KERNEL_ENV, "").strip()
     return value in ("", "steps") and _lstm_kernel_fits(words, value)
 
@@ -387,8 +381,8 @@ def lstm_step_kernel_wanted(words: torch.Tensor) -> bool:
 def _lstm_kernel_fits(words: torch.Tensor, value: str) -> bool:
     """A 16-bit head (its dtype) where ``vllm_factory.kernels`` would run Triton for it
     (``select_backend``: a GPU, Triton importable and not ``VLLM_FACTORY_DISABLE_TRITON``, not
-    compiling, no autograd). A float32 head keeps cuDNN (the kernels' float32 variants: 96 ms
-    a call for one 330-word text against cuDNN's 7 ms), and says so once where a value of
+    compiling, no autograd). A float32 head keeps cuDNN (the kernels' float32 variants are
+    many times slower than cuDNN), and says so once where a value of
     ``VLLM_FACTORY_GLINER_LSTM_KERNEL`` asked for a kernel."""
     if select_backend("auto", words) != "triton":
         return False
@@ -827,9 +821,8 @@ class RowBuckets:
     A step's words, labels and spans differ in number from one step to the next, so every
     product of the head (the word endpoints' MLPs, the span table, the label projections, the
     span x label product) would meet a new problem shape at almost every step. On a GPU each
-    new shape costs host time in cuBLAS's kernel selection: in the H200 profile of a saturated
-    deberta_gliner server ``aten::addmm`` took 156 us of the engine's CPU per call and
-    ``aten::mm`` 231 us, against ~10 us for a launch. Buckets: the next multiple of 1/32 of
+    new shape costs host time in cuBLAS's kernel selection, many times a launch's in the
+    profile of a saturated deberta_gliner server (docs/benchmarks/deberta_gliner.md). Buckets: the next multiple of 1/32 of
     the count's power of two (at least 16), so at most ~6 % more rows and ~16 sizes per
     doubling. Padded rows read row 0 of whatever they index and their results are dropped.
     """
@@ -868,12 +861,10 @@ SPAN_GRAPHS_LIMIT = 64
 
 def span_graphs_wanted(device: torch.device) -> bool:
     """Whether :class:`SpanGraphs` runs for a head on ``device``: on a GPU unless
-    ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=0``, on the CPU only with ``=1``. The GPU default since
-    it won served (H200, 2026-12-02, async scheduling, two servers side by side, 2 rounds of
-    10 s, req/s at 64 / 256 clients: mt5_gliner 1505 - 1535 / 1602 - 1649 vs 1286 - 1470 /
-    1218 - 1480, deberta_gliner 1327 - 1393 / 1315 - 1457 vs 1065 - 1095 / 1050 - 1234;
-    ``*-s28-spangraphs`` in their benchmark results): the engine's one thread, the limit
-    there, launches one graph instead of ~30 kernels a step."""
+    ``VLLM_FACTORY_GLINER_SPAN_GRAPHS=0``, on the CPU only with ``=1``. The GPU default
+    because it served faster (docs/benchmarks/deberta_gliner.md,
+    docs/benchmarks/mt5_gliner.md): the engine's one thread, the limit there, launches one
+    graph instead of ~30 kernels a step."""
     return on_a_gpu_by_default(SPAN_GRAPHS_ENV, device)
 
 
@@ -884,9 +875,8 @@ class SpanGraphs:
     span backend).
 
     Eagerly that part of a step is ~30 launches (six products with cuBLAS's host-side kernel
-    choice, the span rows, a gather and a product per span chunk), on the engine's only thread:
-    in the H200 profile at 256 clients (deberta_gliner, session 17) ``Linear`` launches alone
-    were 14.7 % of that thread's samples. A replay is five copies into the bucket's static
+    choice, the span rows, a gather and a product per span chunk), on the engine's only thread,
+    where a served profile found these launches a large share of its samples. A replay is five copies into the bucket's static
     inputs and one launch.
 
     Static inputs past a step's real rows keep an earlier step's values (or zeros): padded word

@@ -30,10 +30,8 @@ def head_dtype(model_config: Any) -> torch.dtype:
     """The span head's dtype: the model's (``--dtype``), as gliner runs a model cast to bfloat16,
     unless the served config names one (``--hf-overrides '{"head_dtype": "float32"}'``).
 
-    vLLM's own default for pooling heads is float32. For GLiNER in bfloat16 that cost a fifth of
-    the peak: deberta_gliner served 468 req/s with a float32 head, 550 with a bfloat16 one (H200,
-    512-token texts, 2026-11-27; docs/benchmarks/deberta_gliner.md), with
-    scores as close to gliner's as gliner's own bfloat16 run (the GPU check)."""
+    vLLM's own default for pooling heads is float32. For GLiNER in bfloat16 that cost served
+    throughput (docs/benchmarks/deberta_gliner.md), with a bfloat16 head's scores as close to gliner's as gliner's own bfloat16 run (the GPU check)."""
     if getattr(model_config.hf_config, "head_dtype", None) is None:
         return model_config.dtype
     return model_config.head_dtype

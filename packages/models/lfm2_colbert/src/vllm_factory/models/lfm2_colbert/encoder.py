@@ -105,7 +105,7 @@ def attend(
 # The compiled path's split point. It writes into ``out``, which the graph piece before it
 # allocated, rather than returning a new tensor: under piecewise CUDA graphs the piece after
 # it replays reading the addresses seen at capture, so a fresh output tensor would be read
-# from a stale buffer (H200: served vectors at cosine 0.13 of PyLate's). vLLM's own attention
+# from a stale buffer (seen on a GPU: served vectors nothing like PyLate's). vLLM's own attention
 # ops take an output buffer for the same reason.
 @torch.library.custom_op(ATTENTION_OP, mutates_args=("out",))
 def causal_attention(
