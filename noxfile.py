@@ -219,8 +219,13 @@ def lockstep_problems() -> list[str]:
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
     """Ruff (settings in the root pyproject.toml); one version for every wheel and one vLLM
-    range (the root pyproject.toml's); the generated tables."""
-    for problem in lockstep_problems() + workspace.vllm_range_problems():
+    range (the root pyproject.toml's); environment variables named only in core's registry;
+    the generated tables."""
+    for problem in [
+        *lockstep_problems(),
+        *workspace.vllm_range_problems(),
+        *workspace.env_problems(),
+    ]:
         session.error(problem)
     session.run("python", "tools/workspace.py", "tables", "--check")
     session.install(SETTINGS.ruff)

@@ -183,6 +183,29 @@ def vllm_range_problems() -> list[str]:
     return problems
 
 
+# The one module that names the project's environment variables (a typed registry).
+ENV_REGISTRY = "core/src/vllm_factory/core/envs.py"
+_ENV_NAME = re.compile(r"""["']VLLM_FACTORY_[A-Z0-9_]+["']""")
+
+
+def env_problems() -> list[str]:
+    """A ``VLLM_FACTORY_*`` name spelt in a shipped module other than the registry: each is
+    defined once in ``vllm_factory.core.envs`` and read through it."""
+    problems = []
+    for p in packages():
+        if p.layer == "testing":  # the test kit sets variables for the servers it starts
+            continue
+        for module in sorted((p.path / "src").rglob("*.py")):
+            where = module.relative_to(ROOT).as_posix()
+            if where == ENV_REGISTRY:
+                continue
+            for number, line in enumerate(module.read_text(encoding="utf-8").splitlines(), 1):
+                if _ENV_NAME.search(line):
+                    problems.append(f"{where}:{number}: names a VLLM_FACTORY_* variable; define "
+                                    f"it in {ENV_REGISTRY} and read it with envs.get")  # fmt: skip
+    return problems
+
+
 @cache
 def packages() -> tuple[Package, ...]:
     """Every workspace package, dependencies before their dependents."""

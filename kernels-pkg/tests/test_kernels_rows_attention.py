@@ -142,28 +142,17 @@ def test_visible_ends_hide_each_sequences_trailing_run_of_one_token():
     assert visible.dtype == torch.int32
 
 
-def test_in_graph_attention_is_chosen_by_env_default_and_device(monkeypatch):
-    """ "1" / "0" in the variable override the encoder's default; never off CUDA or without
-    a usable Triton (its fallback reads the ranges on the host)."""
+def test_in_graph_attention_is_chosen_by_switch_and_device(monkeypatch):
+    """Where the encoder's switch wants it, and never off CUDA or without a usable Triton (its
+    fallback reads the ranges on the host)."""
     from vllm_factory.kernels import in_graph_attention_chosen, rows_attention
 
     monkeypatch.setattr(rows_attention, "triton_available", lambda: True)
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
-    env = "VLLM_FACTORY_PROBE_IN_GRAPH"
-    monkeypatch.delenv(env, raising=False)
-    assert not in_graph_attention_chosen("cuda", env) and in_graph_attention_chosen(
-        "cuda", env, True
-    )
-    monkeypatch.setenv(env, "1")
-    assert in_graph_attention_chosen("cuda", env)
-    assert not in_graph_attention_chosen("cpu", env) and not in_graph_attention_chosen(None, env)
-    monkeypatch.setenv(env, "0")
-    assert not in_graph_attention_chosen("cuda", env, default=True)
-    monkeypatch.setenv(env, "yes")  # neither: the default
-    assert in_graph_attention_chosen("cuda", env, default=True)
-    monkeypatch.setenv(env, "1")
+    assert in_graph_attention_chosen("cuda", True) and not in_graph_attention_chosen("cuda", False)
+    assert not in_graph_attention_chosen("cpu", True) and not in_graph_attention_chosen(None, True)
     monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
-    assert not in_graph_attention_chosen("cuda", env)
+    assert not in_graph_attention_chosen("cuda", True)
     monkeypatch.setattr(rows_attention, "triton_available", lambda: False)
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON")
-    assert not in_graph_attention_chosen("cuda", env)
+    assert not in_graph_attention_chosen("cuda", True)

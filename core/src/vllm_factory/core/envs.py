@@ -11,12 +11,16 @@ This module imports neither vLLM nor torch.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -49,6 +53,41 @@ def parse_positive_float(raw: str) -> float:
     if not value > 0 or value == float("inf"):
         raise ValueError("must be a positive finite number")
     return value
+
+
+def parse_non_negative_int(raw: str) -> int:
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        raise ValueError("expected a whole number") from None
+    if value < 0:
+        raise ValueError("must be at least 0")
+    return value
+
+
+def parse_text(raw: str) -> str:
+    return raw.strip()
+
+
+def parse_choice(*choices: str) -> Callable[[str], str]:
+    """A parser that takes one of ``choices`` (case-insensitive)."""
+
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def parse_lstm_kernel(raw: str) -> str:
+    if raw.strip() == "1":
+        raise ValueError(
+            "the one-launch LSTM kernel (1) is no longer offered (it lost to cuDNN served); "
+            "expected steps or cudnn"
+        )
+    return parse_choice("steps", "cudnn")(raw)
 
 
 def parse_names(raw: str) -> tuple[str, ...]:
@@ -84,6 +123,11 @@ def get(setting: Setting[T]) -> T:
         return setting.parse(raw)
     except ValueError as error:
         raise ValueError(f"{setting.name}={raw!r}: {error}") from None
+
+
+def is_set(setting: Setting) -> bool:
+    """Whether the environment gives ``setting`` a value (not unset, not empty)."""
+    return bool(os.environ.get(setting.name, "").strip())
 
 
 # -- bounded work per request (read by the IOProcessors, in the API server) ---------------------
@@ -152,6 +196,88 @@ MEDIA_MAX_CONCURRENT_FETCHES = _setting(
 )  # fmt: skip
 
 
+# -- engine switches (read where the model runs; on or off by device where the default is None) ---
+
+DISABLE_TRITON = _setting(
+    "VLLM_FACTORY_DISABLE_TRITON", False, parse_flag,
+    "Every vllm_factory.kernels call takes its PyTorch fallback (same signature) instead of "
+    "Triton; encoders then attend outside their compiled graphs.",
+)  # fmt: skip
+DEBERTA_IN_GRAPH_ATTENTION = _setting(
+    "VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION", True, parse_flag,
+    "DeBERTa encoders attend inside their compiled graph (the kernels' attention by rows) on a "
+    "CUDA engine with Triton. Off, the former default, makes the attention a split point of "
+    "the graph; kept one release, with a deprecation line.",
+)  # fmt: skip
+MODERNBERT_IN_GRAPH_ATTENTION = _setting(
+    "VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION", True, parse_flag,
+    "ModernBERT encoders attend inside their compiled graph on a CUDA engine with Triton. Off, "
+    "the former default, uses vLLM's attention; kept one release, with a deprecation line.",
+)  # fmt: skip
+MT5_IN_GRAPH_ATTENTION = _setting(
+    "VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION", True, parse_flag,
+    "mT5 encoders attend inside their compiled graph on a CUDA engine with Triton. Off, the "
+    "former default, makes the attention a split point; kept one release, with a deprecation "
+    "line.",
+)  # fmt: skip
+GLINER_ROW_BUCKETS = _setting(
+    "VLLM_FACTORY_GLINER_ROW_BUCKETS", None, parse_flag,
+    "The GLiNER head's matrix products take their rows padded up to a few sizes (fewer new "
+    "shapes for cuBLAS to choose kernels for). Unset: on a GPU; on: on every device (the CPU "
+    "tests run the GPU's path with it); off: nowhere.",
+)  # fmt: skip
+GLINER_SPAN_GRAPHS = _setting(
+    "VLLM_FACTORY_GLINER_SPAN_GRAPHS", None, parse_flag,
+    "The GLiNER head's span scoring replayed from a CUDA graph per row bucket. Unset: on a "
+    "GPU; on: also its fixed-shape path on the CPU (tests); off: scored eagerly.",
+)  # fmt: skip
+GLINER_SPAN_KERNEL = _setting(
+    "VLLM_FACTORY_GLINER_SPAN_KERNEL", True, parse_flag,
+    "The GLiNER head's folded span scoring through the kernels' span_logits (Triton on a GPU); "
+    "off keeps embedding_bag and addmm.",
+)  # fmt: skip
+GLINER_LSTM_GRAPHS = _setting(
+    "VLLM_FACTORY_GLINER_LSTM_GRAPHS", True, parse_flag,
+    "A GPU GLiNER head's word BiLSTM replayed from CUDA graphs (off, or --enforce-eager: cuDNN "
+    "eagerly).",
+)  # fmt: skip
+GLINER_LSTM_KERNEL = _setting(
+    "VLLM_FACTORY_GLINER_LSTM_KERNEL", "steps", parse_lstm_kernel,
+    "What a 16-bit GPU GLiNER head's BiLSTM graphs hold: steps (the kernels' per-step "
+    "recurrence, one launch a word for both directions) or cudnn (cuDNN's cell).",
+)  # fmt: skip
+GLINER_LSTM_TWO_STREAMS = _setting(
+    "VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS", False, parse_flag,
+    "Opt-in, not yet measured: the BiLSTM graphs run the two directions on two streams.",
+)  # fmt: skip
+GLINER_LABEL_CACHE = _setting(
+    "VLLM_FACTORY_GLINER_LABEL_CACHE", 32768, parse_non_negative_int,
+    "Label vectors a GLiNER bi-encoder keeps (least recently used dropped); 0 turns the cache "
+    "off.",
+)  # fmt: skip
+STATS_DIR = _setting(
+    "VLLM_FACTORY_STATS_DIR", "", parse_text,
+    "Set by a server for the processes it starts: the folder where engine processes publish "
+    "counters (the label cache's) for the API process's /metrics. Not for operators.",
+)  # fmt: skip
+
+
+@functools.cache
+def say_former_default(setting: Setting[bool]) -> None:
+    """One deprecation line for a switch set off where off is a former default."""
+    logger.warning(
+        "%s=0 keeps a former default; it goes in the next release (unset it for the current "
+        "one)", setting.name,
+    )  # fmt: skip
+
+
+def check_all() -> None:
+    """Read every setting once: a value that cannot be parsed stops the caller (a server's
+    start-up) with one line naming the variable, before anything reads it mid-request."""
+    for setting in REGISTRY.values():
+        get(setting)
+
+
 def describe() -> str:
     """Every setting: name, default, meaning (``python -m vllm_factory.core.envs``)."""
     lines = []
@@ -159,6 +285,10 @@ def describe() -> str:
         default = setting.default
         if isinstance(default, tuple):
             default = ",".join(default)
+        elif default is None:
+            default = "unset: by device"
+        elif default == "":
+            default = "unset"
         lines.append(f"{setting.name} (default {default})\n    {setting.doc}")
     return "\n".join(lines)
 

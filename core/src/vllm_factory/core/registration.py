@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from vllm_factory.core import envs
 from vllm_factory.core.stats import share_stats_dir
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ def register_architecture(dist_name: str, architecture: str, model_qualname: str
     """
     check_vllm_supported(dist_name)
     route_logs_to_vllm()
+    envs.check_all()  # a value that cannot be parsed stops the start-up, named
     from vllm import ModelRegistry
 
     if architecture not in ModelRegistry.get_supported_archs():

@@ -29,9 +29,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from vllm_factory.core import envs
+
 logger = logging.getLogger(__name__)
 
-STATS_ENV = "VLLM_FACTORY_STATS_DIR"
+STATS_ENV = envs.STATS_DIR.name
 # Set by vLLM in every process of a server with several API servers (prometheus_client's own).
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 FLUSH_EVERY = 1.0  # seconds
@@ -41,7 +43,7 @@ _registered: set[str] = set()
 def share_stats_dir() -> Path:
     """The shared folder, created (and put in the environment, for the processes this one
     starts) on first use; the process that created it removes it at exit."""
-    folder = os.environ.get(STATS_ENV)
+    folder = envs.get(envs.STATS_DIR)
     if not folder:
         folder = tempfile.mkdtemp(prefix="vllm-factory-stats-")
         os.environ[STATS_ENV] = folder
@@ -56,7 +58,7 @@ class SharedCounters:
         self.name = name
         self._values = values
         self._written: dict[str, int] | None = None
-        folder = os.environ.get(STATS_ENV)
+        folder = envs.get(envs.STATS_DIR)
         self._path = Path(folder) / f"{name}-{os.getpid()}.json" if folder else None
         self._thread: threading.Thread | None = None
 
@@ -88,7 +90,7 @@ class SharedCounters:
 
 def read_counters(name: str, folder: str | Path | None = None) -> dict[str, int]:
     """The values of every process's ``name`` counters, summed (empty when there are none)."""
-    folder = folder or os.environ.get(STATS_ENV)
+    folder = folder or envs.get(envs.STATS_DIR)
     total: dict[str, int] = {}
     if not folder:
         return total

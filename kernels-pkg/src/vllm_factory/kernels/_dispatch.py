@@ -23,12 +23,13 @@ import os
 from typing import Literal
 
 import torch
+from vllm_factory.core import envs
 
 logger = logging.getLogger(__name__)
 
 Backend = Literal["auto", "triton", "torch"]
 BACKENDS: tuple[str, ...] = ("auto", "triton", "torch")
-DISABLE_ENV = "VLLM_FACTORY_DISABLE_TRITON"
+DISABLE_ENV = envs.DISABLE_TRITON.name
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -36,7 +37,7 @@ _TRUE = {"1", "true", "yes", "on"}
 def triton_disabled() -> bool:
     """True when the user forced the PyTorch fallbacks through the environment."""
     # Read on every call (cheap) so that tests and long-lived processes can flip it.
-    return os.environ.get(DISABLE_ENV, "").strip().lower() in _TRUE
+    return envs.get(envs.DISABLE_TRITON)
 
 
 def interpreter_enabled() -> bool:

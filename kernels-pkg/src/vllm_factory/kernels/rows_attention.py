@@ -14,21 +14,18 @@ inside the kernel.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
 from ._dispatch import select_backend, triton_available, triton_disabled
 
 
-def in_graph_attention_chosen(device_type: str | None, env: str, default: bool = False) -> bool:
-    """Whether an encoder attends in its compiled graph with :func:`attention_by_rows`: the
-    environment variable ``env`` says ``"1"`` (on) or ``"0"`` (off), anything else leaves
-    ``default``; only ever on a ``"cuda"`` device with Triton usable (the PyTorch fallback reads
-    the ranges on the host, which no CUDA graph can hold)."""
-    value = os.environ.get(env, "").strip()
-    chosen = value == "1" if value in ("0", "1") else default
-    return chosen and device_type == "cuda" and triton_available() and not triton_disabled()
+def in_graph_attention_chosen(device_type: str | None, wanted: bool) -> bool:
+    """Whether an encoder attends in its compiled graph with :func:`attention_by_rows`: where
+    ``wanted`` (the encoder's switch in ``vllm_factory.core.envs``), only ever on a ``"cuda"``
+    device with Triton usable (the PyTorch fallback reads the ranges on the host, which no CUDA
+    graph can hold)."""
+    return wanted and device_type == "cuda" and triton_available() and not triton_disabled()
 
 
 def sequence_bounds(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -150,28 +150,22 @@ def test_word_lstm_kernel_path_gives_the_kernel_no_autograd_inputs(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("env", "is_cuda", "dtype", "kernel", "steps"),
+    ("env", "is_cuda", "dtype", "steps"),
     [
         # By default a 16-bit head's BiLSTM graphs hold the per-step kernel (it beat cuDNN's
-        # cell served on an H200, 2026-12-02); "1" is the one-launch kernel without graphs.
-        ("", True, torch.bfloat16, False, True),
-        ("steps", True, torch.float16, False, True),
-        ("1", True, torch.bfloat16, True, False),
-        ("1", True, torch.float16, True, False),
-        ("cudnn", True, torch.bfloat16, False, False),
-        ("0", True, torch.bfloat16, False, False),
-        # A float32 head (``--hf-overrides '{"head_dtype": "float32"}'``): the kernels' float32
-        # variants took 96 ms a call on an H200 (cuDNN 7 ms), so it stays on cuDNN.
-        ("", True, torch.float32, False, False),
-        ("1", True, torch.float32, False, False),
-        ("steps", True, torch.float32, False, False),
-        ("", False, torch.bfloat16, False, False),
-        ("1", False, torch.bfloat16, False, False),
+        # cell served, docs/benchmarks/deberta_gliner.md); "cudnn" keeps cuDNN's cell.
+        ("", True, torch.bfloat16, True),
+        ("steps", True, torch.float16, True),
+        ("STEPS", True, torch.bfloat16, True),
+        ("cudnn", True, torch.bfloat16, False),
+        # A float32 head (``--hf-overrides '{"head_dtype": "float32"}'``) stays on cuDNN: the
+        # kernels' float32 variants are many times slower.
+        ("", True, torch.float32, False),
+        ("steps", True, torch.float32, False),
+        ("", False, torch.bfloat16, False),
     ],
 )
-def test_lstm_kernels_only_for_16_bit_heads_on_gpus(
-    monkeypatch, env, is_cuda, dtype, kernel, steps
-):
+def test_lstm_kernels_only_for_16_bit_heads_on_gpus(monkeypatch, env, is_cuda, dtype, steps):
     """The served head's choice, without a GPU: only ``is_cuda`` and ``dtype`` are read (and
     Triton taken as importable, as on a CUDA host)."""
     import types
@@ -183,8 +177,20 @@ def test_lstm_kernels_only_for_16_bit_heads_on_gpus(
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     words = types.SimpleNamespace(is_cuda=is_cuda, dtype=dtype, requires_grad=False)
-    assert head_module.lstm_kernel_wanted(words) is kernel
     assert head_module.lstm_step_kernel_wanted(words) is steps
+
+
+@pytest.mark.parametrize("value", ["1", "0", "kernel"])
+def test_the_one_launch_lstm_kernel_is_no_longer_offered(monkeypatch, value):
+    """``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` chose the one-launch kernel, an opt-in that lost
+    to cuDNN served: it and any other value but steps / cudnn now stop the server at start-up
+    (``envs.check_all``, from the plugin's registration), naming the variable."""
+    from vllm_factory.core import envs
+
+    monkeypatch.setenv(envs.GLINER_LSTM_KERNEL.name, value)
+    with pytest.raises(ValueError, match=envs.GLINER_LSTM_KERNEL.name) as raised:
+        envs.check_all()
+    assert ("no longer offered" in str(raised.value)) is (value == "1")
 
 
 def test_only_a_float32_head_that_asked_for_a_kernel_is_told_it_keeps_cudnn(monkeypatch):
@@ -216,17 +222,17 @@ def test_no_lstm_kernel_where_triton_is_off(monkeypatch):
     import vllm_factory.kernels._dispatch as dispatch
 
     words = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, requires_grad=False)
-    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "1")
+    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "steps")
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
-    assert head_module.lstm_kernel_wanted(words)
+    assert head_module.lstm_step_kernel_wanted(words)
     monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
-    assert not head_module.lstm_kernel_wanted(words)
+    assert not head_module.lstm_step_kernel_wanted(words)
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON")
     monkeypatch.setattr(dispatch, "triton_available", lambda: False)
-    assert not head_module.lstm_kernel_wanted(words)
+    assert not head_module.lstm_step_kernel_wanted(words)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     with torch.enable_grad():  # autograd through the weights: the fallback's job
-        assert not head_module.lstm_kernel_wanted(
+        assert not head_module.lstm_step_kernel_wanted(
             types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, requires_grad=True)
         )
 
@@ -234,7 +240,7 @@ def test_no_lstm_kernel_where_triton_is_off(monkeypatch):
 def test_float32_head_on_the_cpu_never_takes_the_kernel(monkeypatch):
     import vllm_factory.heads.gliner.head as head_module
 
-    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "1")
+    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "steps")
     monkeypatch.setattr(head_module, "bidirectional_lstm", lambda *a, **k: pytest.fail("kernel"))
     rnn = head().rnn
     assert rnn(torch.randn(2, 3, 8), torch.tensor([3, 2])).shape == (2, 3, 8)

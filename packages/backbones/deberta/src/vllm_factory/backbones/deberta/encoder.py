@@ -30,7 +30,7 @@ from vllm.compilation.decorators import support_torch_compile
 from vllm.model_executor.layers.linear import ColumnParallelLinear, RowParallelLinear
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
-from vllm_factory.core import compat
+from vllm_factory.core import compat, envs
 from vllm_factory.core.packing import PackedLayout
 from vllm_factory.kernels import (
     deberta_attention_by_rows,
@@ -223,7 +223,8 @@ def _(q, k, v, row_start, row_end, rel_index, c2p, p2c, scale_factor, max_seqlen
 # and bf16; docs/benchmarks/h200/2026-11-29-c17301b-gpu-check-gliner-opt-ins) and faster than
 # the split point at every load of the deberta_gliner benchmarks, most with
 # --async-scheduling (docs/benchmarks/deberta_gliner.md).
-IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION"
+IN_GRAPH_ATTENTION = envs.DEBERTA_IN_GRAPH_ATTENTION
+IN_GRAPH_ATTENTION_ENV = IN_GRAPH_ATTENTION.name
 
 
 def rows_attention_usable(vllm_config: Any) -> bool:
@@ -231,9 +232,10 @@ def rows_attention_usable(vllm_config: Any) -> bool:
     with Triton usable, unless ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=0``; otherwise (and on
     CPU engines, with ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine) the attention is a
     split point that reads the layout on the host."""
-    return in_graph_attention_chosen(
-        compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV, default=True
-    )
+    wanted = envs.get(IN_GRAPH_ATTENTION)
+    if not wanted:
+        envs.say_former_default(IN_GRAPH_ATTENTION)
+    return in_graph_attention_chosen(compat.device_type(vllm_config), wanted)
 
 
 @dataclass

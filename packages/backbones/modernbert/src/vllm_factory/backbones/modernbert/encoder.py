@@ -51,7 +51,7 @@ from vllm_factory.backbones.modernbert.attention import (
     attention_batch,
     packed_attention,
 )
-from vllm_factory.core import compat
+from vllm_factory.core import compat, envs
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
     build_rope_cache,
@@ -69,7 +69,8 @@ vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNo
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
 
-IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_MODERNBERT_IN_GRAPH_ATTENTION"
+IN_GRAPH_ATTENTION = envs.MODERNBERT_IN_GRAPH_ATTENTION
+IN_GRAPH_ATTENTION_ENV = IN_GRAPH_ATTENTION.name
 
 
 def in_graph_attention_usable(vllm_config: Any) -> bool:
@@ -78,9 +79,10 @@ def in_graph_attention_usable(vllm_config: Any) -> bool:
     fp32 / bf16, with and without async scheduling: moderncolbert, mmbert_gliner and its
     bi-encoder) and faster than vLLM's attention at every load benchmarked (the backbone's
     README)."""
-    return in_graph_attention_chosen(
-        compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV, default=True
-    )
+    wanted = envs.get(IN_GRAPH_ATTENTION)
+    if not wanted:
+        envs.say_former_default(IN_GRAPH_ATTENTION)
+    return in_graph_attention_chosen(compat.device_type(vllm_config), wanted)
 
 
 def compiles(vllm_config: Any) -> bool:

@@ -49,7 +49,7 @@ from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmb
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm_factory.backbones.mt5.attention import SequenceGroups
 from vllm_factory.backbones.mt5.position_bias import position_bias, relative_position_bucket
-from vllm_factory.core import compat
+from vllm_factory.core import compat, envs
 from vllm_factory.kernels import (
     fused_geglu,
     in_graph_attention_chosen,
@@ -119,7 +119,8 @@ class RMSNorm(nn.Module):
 
 
 ATTENTION_OP = "vllm_factory::t5_attention"
-IN_GRAPH_ATTENTION_ENV = "VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION"
+IN_GRAPH_ATTENTION = envs.MT5_IN_GRAPH_ATTENTION
+IN_GRAPH_ATTENTION_ENV = IN_GRAPH_ATTENTION.name
 
 
 def in_graph_attention_usable(vllm_config: Any) -> bool:
@@ -127,9 +128,10 @@ def in_graph_attention_usable(vllm_config: Any) -> bool:
     Triton usable, unless ``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=0``. GPU-checked (H200, fp32 /
     bf16, with and without async scheduling) and faster than the split point at the
     mt5_gliner peak (the backbone's README)."""
-    return in_graph_attention_chosen(
-        compat.device_type(vllm_config), IN_GRAPH_ATTENTION_ENV, default=True
-    )
+    wanted = envs.get(IN_GRAPH_ATTENTION)
+    if not wanted:
+        envs.say_former_default(IN_GRAPH_ATTENTION)
+    return in_graph_attention_chosen(compat.device_type(vllm_config), wanted)
 
 
 # The split point of the compiled encoder. It writes into ``out``, which the graph piece

@@ -31,7 +31,6 @@ import contextlib
 import functools
 import itertools
 import logging
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import ClassVar
 
@@ -40,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from vllm_factory.core import envs
 from vllm_factory.core.pooler import FactoryPooler, PoolerRequest
 from vllm_factory.heads.gliner.labels import (
     LabelEncoderModule,
@@ -114,13 +114,9 @@ class WordLSTM(nn.Module):
         more than its GPU work, whatever the batch (docs/benchmarks/deberta_gliner.md). So on
         a GPU the recurrence is replayed from CUDA graphs (:meth:`by_graph`;
         ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0`` or ``--enforce-eager`` turn that off, leaving
-        cuDNN). ``vllm_factory.kernels.bidirectional_lstm`` does it in one launch
-        (:meth:`by_kernel`); ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1`` opts a 16-bit head in to it
-        (:func:`lstm_kernel_wanted`). By default a 16-bit head's graphs hold its
+        cuDNN). A 16-bit head's graphs hold ``vllm_factory.kernels.bidirectional_lstm``'s
         one-launch-per-word form instead of cuDNN's cell (:func:`lstm_step_kernel_wanted`;
-        ``=cudnn`` keeps cuDNN's)."""
-        if lstm_kernel_wanted(words):
-            return self.by_kernel(words, lengths, backend="auto")
+        ``VLLM_FACTORY_GLINER_LSTM_KERNEL=cudnn`` keeps cuDNN's)."""
         with exact_float32_rnn(words.dtype == torch.float32):
             if self.takes_graphs(words):
                 graphed = self.by_graph(words, lengths)
@@ -313,21 +309,16 @@ class WordLSTM(nn.Module):
         return self._stacked[key]
 
 
-# The GLiNER head's BiLSTM on GPUs (see WordLSTM.forward): unset or "steps", a 16-bit head's
-# CUDA graphs hold our per-step Triton kernel; "cudnn", they hold cuDNN's cell; "1", the
-# one-launch kernel without graphs.
-LSTM_KERNEL_ENV = "VLLM_FACTORY_GLINER_LSTM_KERNEL"
-# On by default, "0" turns it off: the GPU head's BiLSTM replayed from CUDA graphs
-# (WordLSTM.by_graph).
-LSTM_GRAPHS_ENV = "VLLM_FACTORY_GLINER_LSTM_GRAPHS"
+# The head's switches (their meaning and defaults: vllm_factory.core.envs).
+LSTM_KERNEL_ENV = envs.GLINER_LSTM_KERNEL.name
+LSTM_GRAPHS_ENV = envs.GLINER_LSTM_GRAPHS.name
 # by_graph's word buckets: a step's longest text rounded up to a multiple of this.
 GRAPH_STEPS = 64
 
 
-# On by default, "0" turns it off: the folded span scoring through
-# vllm_factory.kernels.span_logits' Triton kernel on GPUs (the span hidden layer stays in
-# registers; the fallback writes it out with embedding_bag; docs/benchmarks/deberta_gliner.md).
-SPAN_KERNEL_ENV = "VLLM_FACTORY_GLINER_SPAN_KERNEL"
+# The folded span scoring through vllm_factory.kernels.span_logits' Triton kernel on GPUs (the
+# span hidden layer stays in registers; the fallback writes it out with embedding_bag).
+SPAN_KERNEL_ENV = envs.GLINER_SPAN_KERNEL.name
 
 
 def span_kernel_backend() -> str:
@@ -336,59 +327,51 @@ def span_kernel_backend() -> str:
     ``VLLM_FACTORY_GLINER_SPAN_KERNEL=0``, which keeps ``"torch"`` (``embedding_bag`` and
     ``addmm``). The default because it served faster with the GPU busy
     (docs/benchmarks/deberta_gliner.md, docs/benchmarks/mt5_gliner.md)."""
-    return "torch" if os.environ.get(SPAN_KERNEL_ENV, "").strip() == "0" else "auto"
+    return "auto" if envs.get(envs.GLINER_SPAN_KERNEL) else "torch"
 
 
-# Opt-in, "1": inside the BiLSTM's CUDA graphs the two directions run on two streams (they
-# are independent until joined; the BiLSTM is a large share of a served step's GPU time, its
-# words one after the other in each direction).
-LSTM_TWO_STREAMS_ENV = "VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS"
+# Opt-in: inside the BiLSTM's CUDA graphs the two directions run on two streams (they are
+# independent until joined; the BiLSTM is a large share of a served step's GPU time, its words
+# one after the other in each direction).
+LSTM_TWO_STREAMS_ENV = envs.GLINER_LSTM_TWO_STREAMS.name
 
 
 def lstm_two_streams_wanted() -> bool:
     """Whether :meth:`WordLSTM.by_graph` captures the directions on two streams: opted in with
     ``VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS=1``, until GPU-checked and measured."""
-    return os.environ.get(LSTM_TWO_STREAMS_ENV, "").strip() == "1"
+    return envs.get(envs.GLINER_LSTM_TWO_STREAMS)
 
 
 def lstm_graphs_wanted() -> bool:
     """The GPU head's BiLSTM from CUDA graphs unless ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0``."""
-    return os.environ.get(LSTM_GRAPHS_ENV, "1").strip() != "0"
-
-
-def lstm_kernel_wanted(words: torch.Tensor) -> bool:
-    """Whether the head's BiLSTM takes the one-launch Triton kernel (:meth:`WordLSTM.by_kernel`)
-    instead of CUDA graphs: opted in with ``VLLM_FACTORY_GLINER_LSTM_KERNEL=1``, on the terms
-    of :func:`_lstm_kernel_fits`.
-
-    Opt-in because served it lost to cuDNN (kernels-pkg/README.md)."""
-    value = os.environ.get(LSTM_KERNEL_ENV, "").strip()
-    return value == "1" and _lstm_kernel_fits(words, value)
+    return envs.get(envs.GLINER_LSTM_GRAPHS)
 
 
 def lstm_step_kernel_wanted(words: torch.Tensor) -> bool:
     """Whether :meth:`WordLSTM.by_graph` captures the per-step kernel (``bidirectional_lstm(...,
     per_step=True)``: one launch per word for both directions) instead of cuDNN's two per word
-    and direction: the default (``VLLM_FACTORY_GLINER_LSTM_KERNEL`` unset or ``steps``; any
-    other value keeps cuDNN's cell, e.g. ``cudnn``), on the terms of :func:`_lstm_kernel_fits`.
+    and direction: the default (``VLLM_FACTORY_GLINER_LSTM_KERNEL`` unset or ``steps``;
+    ``cudnn`` keeps cuDNN's cell), on the terms of :func:`_lstm_kernel_fits`.
 
     The default because it won, alone (``bench_word_lstm.py``) and served
     (docs/benchmarks/deberta_gliner.md, docs/benchmarks/mt5_gliner.md)."""
-    value = os.environ.get(LSTM_KERNEL_ENV, "").strip()
-    return value in ("", "steps") and _lstm_kernel_fits(words, value)
+    value = envs.get(envs.GLINER_LSTM_KERNEL)
+    return value == "steps" and _lstm_kernel_fits(
+        words, value, envs.is_set(envs.GLINER_LSTM_KERNEL)
+    )
 
 
-def _lstm_kernel_fits(words: torch.Tensor, value: str) -> bool:
+def _lstm_kernel_fits(words: torch.Tensor, value: str, asked: bool) -> bool:
     """A 16-bit head (its dtype) where ``vllm_factory.kernels`` would run Triton for it
     (``select_backend``: a GPU, Triton importable and not ``VLLM_FACTORY_DISABLE_TRITON``, not
     compiling, no autograd). A float32 head keeps cuDNN (the kernels' float32 variants are
-    many times slower than cuDNN), and says so once where a value of
-    ``VLLM_FACTORY_GLINER_LSTM_KERNEL`` asked for a kernel."""
+    many times slower than cuDNN), and says so once where ``VLLM_FACTORY_GLINER_LSTM_KERNEL``
+    was set (``asked``) to ``value``, a kernel."""
     if select_backend("auto", words) != "triton":
         return False
     if words.dtype in (torch.float16, torch.bfloat16):
         return True
-    if value:
+    if asked:
         _say_float32_head_keeps_cudnn(words.dtype, value)
     return False
 
@@ -803,16 +786,15 @@ class GLiNERSpanHead(FactoryPooler):
         return words
 
 
-def on_a_gpu_by_default(env: str, device: torch.device) -> bool:
-    """A switch of the head that is on for a GPU head unless ``env`` is ``0``, and with ``1``
-    on every device (the CPU tests run the GPU's fixed-shape paths with it)."""
-    value = os.environ.get(env, "").strip()
-    return value == "1" or (value != "0" and device.type == "cuda")
+def on_a_gpu_by_default(setting: envs.Setting[bool | None], device: torch.device) -> bool:
+    """A switch of the head that is on for a GPU head unless set off, and set on, on every
+    device (the CPU tests run the GPU's fixed-shape paths with it)."""
+    value = envs.get(setting)
+    return device.type == "cuda" if value is None else value
 
 
-# Unset: on a GPU the head's GEMMs take their rows padded up to a bucket (RowBuckets); "0"
-# turns that off, "1" turns it on on every device (the CPU tests run the padded path with it).
-ROW_BUCKETS_ENV = "VLLM_FACTORY_GLINER_ROW_BUCKETS"
+# The head's GEMMs take their rows padded up to a bucket (RowBuckets); by device by default.
+ROW_BUCKETS_ENV = envs.GLINER_ROW_BUCKETS.name
 
 
 class RowBuckets:
@@ -834,7 +816,7 @@ class RowBuckets:
     def for_device(cls, device: torch.device) -> RowBuckets:
         """On where the head runs on a GPU, unless ``VLLM_FACTORY_GLINER_ROW_BUCKETS=0``;
         ``=1`` turns it on anywhere."""
-        return cls(on_a_gpu_by_default(ROW_BUCKETS_ENV, device))
+        return cls(on_a_gpu_by_default(envs.GLINER_ROW_BUCKETS, device))
 
     def size(self, rows: int) -> int:
         """``rows`` rounded up to its bucket (itself when off or zero)."""
@@ -854,7 +836,7 @@ class RowBuckets:
 # On a GPU by default ("0" turns it off): the head's span scoring after the BiLSTM (endpoint
 # MLPs, span table, folded labels, span x label products, sigmoid) replayed from CUDA graphs
 # (SpanGraphs). "1" also runs the same fixed-shape path eagerly on the CPU (the unit tests).
-SPAN_GRAPHS_ENV = "VLLM_FACTORY_GLINER_SPAN_GRAPHS"
+SPAN_GRAPHS_ENV = envs.GLINER_SPAN_GRAPHS.name
 # At most this many span-scoring graphs per head (buckets past it run eagerly).
 SPAN_GRAPHS_LIMIT = 64
 
@@ -865,7 +847,7 @@ def span_graphs_wanted(device: torch.device) -> bool:
     because it served faster (docs/benchmarks/deberta_gliner.md,
     docs/benchmarks/mt5_gliner.md): the engine's one thread, the limit there, launches one
     graph instead of ~30 kernels a step."""
-    return on_a_gpu_by_default(SPAN_GRAPHS_ENV, device)
+    return on_a_gpu_by_default(envs.GLINER_SPAN_GRAPHS, device)
 
 
 class SpanGraphs:

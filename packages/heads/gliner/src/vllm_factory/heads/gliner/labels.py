@@ -13,7 +13,6 @@ as ``vllm_factory:gliner_label_cache_*``, through :mod:`vllm_factory.core.stats`
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from vllm_factory.core import envs
 from vllm_factory.core.stats import SharedCounters
 
 logger = logging.getLogger(__name__)
@@ -28,8 +28,8 @@ logger = logging.getLogger(__name__)
 # Key of the per-request label token ids inside ``PoolingParams.extra_kwargs``.
 LABELS_KEY = "gliner_label_ids"
 # How many label vectors the engine keeps (each ``hidden_size`` values in the model dtype).
-CACHE_ENV = "VLLM_FACTORY_GLINER_LABEL_CACHE"
-DEFAULT_CACHE_SIZE = 32768
+CACHE_ENV = envs.GLINER_LABEL_CACHE.name
+DEFAULT_CACHE_SIZE = envs.GLINER_LABEL_CACHE.default
 # Labels encoded in one call of the label encoder (bounds its activation memory).
 ENCODE_BATCH = 256
 # The cache's counters go to the log at most this often (seconds), when they changed.
@@ -52,14 +52,8 @@ _NOT_SETTINGS = ("_name_or_path", "architectures", "transformers_version", "torc
 
 
 def cache_size_from_env() -> int:
-    value = os.environ.get(CACHE_ENV, "")
-    try:
-        size = int(value) if value else DEFAULT_CACHE_SIZE
-    except ValueError:
-        raise ValueError(f"{CACHE_ENV}={value!r} is not a whole number") from None
-    if size < 0:
-        raise ValueError(f"{CACHE_ENV} must be >= 0 (0 turns the cache off)")
-    return size
+    """Label vectors the cache holds (``VLLM_FACTORY_GLINER_LABEL_CACHE``; 0: no cache)."""
+    return envs.get(envs.GLINER_LABEL_CACHE)
 
 
 def hf_encoder(config: dict[str, Any]) -> nn.Module:
