@@ -23,8 +23,8 @@ ROOT = Path(__file__).parent
 # the sessions let Python write its caches there (.gitignore keeps them out of git and wheels).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 DIST = ROOT / "dist"
-sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(ROOT / "testing" / "src"))
+sys.path.insert(0, str(ROOT / "packages" / "testing" / "tools"))
+sys.path.insert(0, str(ROOT / "packages" / "testing" / "src"))
 import workspace  # the packages, as their pyproject.toml tables describe them
 from vllm_factory.testing.pipconfig import pip_settings_for_uv  # stdlib only
 
@@ -227,7 +227,7 @@ def lint(session: nox.Session) -> None:
         *workspace.env_problems(),
     ]:
         session.error(problem)
-    session.run("python", "tools/workspace.py", "tables", "--check")
+    session.run("python", "packages/testing/tools/workspace.py", "tables", "--check")
     session.install(SETTINGS.ruff)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -239,7 +239,7 @@ def docs(session: nox.Session) -> None:
     relative link of the repository's Markdown checked (README, docs, package READMEs, results):
     ``-- --serve`` previews the site instead."""
     session.install(*DOCS_REQUIREMENTS)
-    session.run("python", "tools/workspace.py", "links")
+    session.run("python", "packages/testing/tools/workspace.py", "links")
     env = {"NO_MKDOCS_2_WARNING": "1"}
     if "--serve" in session.posargs:
         session.run("mkdocs", "serve", env=env)
@@ -251,10 +251,10 @@ def docs(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def template(session: nox.Session) -> None:
     """A model package copied from the template, in a throw-away copy of this checkout, is
-    picked up by tools/workspace.py, this noxfile (tests, matrix, build) and tox, with no
-    other edit: its wheel builds and its tox env passes (tools/check_template.py)."""
+    picked up by packages/testing/tools/workspace.py, this noxfile (tests, matrix, build) and tox, with no
+    other edit: its wheel builds and its tox env passes (packages/testing/tools/check_template.py)."""
     session.install("tox>=4.29", "nox", "packaging", "hatchling>=1.21")
-    session.run("python", "tools/check_template.py")
+    session.run("python", "packages/testing/tools/check_template.py")
 
 
 @nox.session(python="3.11", venv_backend=SERVING_BACKEND)

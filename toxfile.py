@@ -1,4 +1,4 @@
-"""tox's inline plugin: one env per workspace package with vLLM-free tests (tools/workspace.py),
+"""tox's inline plugin: one env per workspace package with vLLM-free tests (packages/testing/tools/workspace.py),
 so a new package is picked up by ``tox`` with no edit here or in tox.ini."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tox.config.sets import ConfigSet
 from tox.plugin import impl
 from tox.session.state import State
 
-sys.path.insert(0, str(Path(__file__).parent / "tools"))
+sys.path.insert(0, str(Path(__file__).parent / "packages" / "testing" / "tools"))
 import workspace  # stdlib only: the packages, as their own tables describe them
 
 TESTED = [p for p in workspace.packages() if p.vllm_free_tests]

@@ -25,7 +25,7 @@ record it with the sharing flags, so give such a run its own ``--out``. ``--serv
 KEY=VALUE`` (repeatable) sets one more environment variable for every job and its servers,
 e.g. a plugin's opt-in path to check; recorded the same way.
 
-    python gpu/check.py [--artifacts DIR] [--out DIR] [--parallel N] [--deadline EPOCH]
+    python packages/testing/gpu/check.py [--artifacts DIR] [--out DIR] [--parallel N] [--deadline EPOCH]
                         [--reencode PLUGIN,...] [--keep-references]
 
 References whose inputs the two machines' libraries read differently are encoded again on this
@@ -62,9 +62,9 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(ROOT / "testing" / "src"))
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "packages" / "testing" / "tools"))
+sys.path.insert(0, str(ROOT / "packages" / "testing" / "src"))
 import workspace
 from vllm_factory.testing import bench_report  # stdlib only at import
 
@@ -661,7 +661,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result.server_start_seconds}, {summarise(result)} {result.note[:300]}",
                   flush=True)  # fmt: skip
     command = portable(
-        "python gpu/check.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        "python packages/testing/gpu/check.py "
+        + " ".join(argv if argv is not None else sys.argv[1:])
     )
     commands = [command]
     if args.merge and (out / "gpu-check.json").exists():

@@ -1,4 +1,4 @@
-"""``gpu/queue.sh`` on the CPU machine: the set-up's steps stand in as stubs (a ``python3`` that
+"""``packages/testing/gpu/queue.sh`` on the CPU machine: the set-up's steps stand in as stubs (a ``python3`` that
 succeeds, an ``install.sh`` that echoes), so what is checked is the queue itself: jobs in order
 with ``R`` set, a job's timeout and exit code in the progress file, no job reading the jobs file
 through its stdin, and ``--wait`` packing the results folder."""
@@ -8,7 +8,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 JOBS = """\
 # a comment, then a blank line
@@ -39,7 +39,7 @@ def test_queue_runs_jobs_in_order_and_wait_packs(tmp_path: Path) -> None:
         "REPO": str(ROOT),
         "OUT": str(out),
     }
-    queue = str(ROOT / "gpu" / "queue.sh")
+    queue = str(ROOT / "packages" / "testing" / "gpu" / "queue.sh")
     subprocess.run(["bash", queue, str(jobs)], env=env, check=True, timeout=60)
     progress = (home / "res" / "progress").read_text().splitlines()
     assert [line.split()[:3] for line in progress] == [

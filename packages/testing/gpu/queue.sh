@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A queue of GPU jobs on the offline host, started detached after the staging transfers, so
-# that the device calls after it only wait and fetch (gpu/README.md, "A queue of jobs").
+# that the device calls after it only wait and fetch (packages/testing/gpu/README.md, "A queue of jobs").
 #
-#   REPO=$PWD setsid nohup bash gpu/queue.sh JOBS > $HOME/q.out 2>&1 &   # from the checkout
-#   bash gpu/queue.sh --wait NAME SECONDS     # in each later call: wait for a job, then pack
+#   REPO=$PWD setsid nohup bash packages/testing/gpu/queue.sh JOBS > $HOME/q.out 2>&1 &   # from the checkout
+#   bash packages/testing/gpu/queue.sh --wait NAME SECONDS     # in each later call: wait for a job, then pack
 #
 # JOBS: a file of lines `NAME SECONDS COMMAND...` (blank lines and `#` comments skipped), run
 # one after the other from the checkout, each under `timeout SECONDS`, with $R (the results

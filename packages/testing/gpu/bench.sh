@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A plugin's benchmark on an offline GPU host, run there from the repository root after the
-# wheelhouse parts reached $HOME/stage (see gpu/README.md). Carried from the CPU machine:
+# wheelhouse parts reached $HOME/stage (see packages/testing/gpu/README.md). Carried from the CPU machine:
 # .gpu/wheelhouse/part<last> (unless vLLM is already in $HOME/site), .gpu/dist (our wheels,
-# `python gpu/stage.py`), .gpu/ref-wheels (the reference library's wheels for the in-process
-# baseline; gpu/README.md lists how to download them; for the GLiNER family the
+# `python packages/testing/gpu/stage.py`), .gpu/ref-wheels (the reference library's wheels for the in-process
+# baseline; packages/testing/gpu/README.md lists how to download them; for the GLiNER family the
 # `--gliner-serve` parts installed into $HOME/ref instead).
 # Settings through the environment: PLUGIN (default moderncolbert), REF_IMPORT (a module the
 # reference wheels must provide, default pylate.models), CONC (client counts), BS (reference
@@ -19,7 +19,7 @@ fi
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/site" \
   .gpu/dist/*.whl || exit 3
 # .gpu/ref-wheels: optional where $HOME/ref was filled before (the GLiNER family's
-# `gpu/stage.py --gliner-serve` parts, gpu/README.md); REF_IMPORT below checks either way.
+# `packages/testing/gpu/stage.py --gliner-serve` parts, packages/testing/gpu/README.md); REF_IMPORT below checks either way.
 if compgen -G ".gpu/ref-wheels/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$HOME/ref" \
     .gpu/ref-wheels/*.whl || exit 4

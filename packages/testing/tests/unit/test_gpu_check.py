@@ -1,4 +1,4 @@
-"""``gpu/check.py``'s handling of staged references and of failures, on the CPU machine: a
+"""``packages/testing/gpu/check.py``'s handling of staged references and of failures, on the CPU machine: a
 reference whose images another Pillow decoded is re-encoded before the jobs (or named in the
 report where this host cannot), and a failing job's table cell names its failing tests."""
 
@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 from vllm_factory.testing.refenv import artifact_dir
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(scope="module")
 def check():
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "gpu" / "check.py")
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", ROOT / "packages" / "testing" / "gpu" / "check.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)

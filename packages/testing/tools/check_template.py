@@ -3,7 +3,7 @@
 Copies this checkout (tracked and untracked, not ignored) to a temporary folder, adds a model
 package ``templatecheck`` there by copying ``packages/models/moderncolbert`` (the template,
 docs/adding-a-model.md) and renaming what identifies it, then, editing nothing else, checks
-that tools/workspace.py, the noxfile (``tests``, ``matrix``, ``build``) and tox pick it up:
+that packages/testing/tools/workspace.py, the noxfile (``tests``, ``matrix``, ``build``) and tox pick it up:
 its wheel builds and its tox env installs it and passes its vLLM-free tests (packaging
 contract included). Run by ``nox -s template`` (CI); needs tox, nox and build installed.
 """
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE, NEW = "moderncolbert", "templatecheck"
 RENAMES = [(TEMPLATE, NEW), ("ModernColBERT", "TemplateCheck")]
 logger = logging.getLogger("check_template")
@@ -66,7 +66,7 @@ def run(repo: Path, *args: str) -> str:
 
 def check(repo: Path, package: Path) -> None:
     folder = package.relative_to(repo).as_posix()
-    listing = run(repo, sys.executable, "tools/workspace.py")
+    listing = run(repo, sys.executable, "packages/testing/tools/workspace.py")
     assert f"vllm-factory-{NEW}" in listing, listing
     probe = (
         "import noxfile as n; p = [x.folder for x in n.PACKAGES]; "

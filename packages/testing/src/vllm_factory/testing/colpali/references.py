@@ -29,9 +29,9 @@ from pathlib import Path
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact, staged_artifact
 
 KIT = Path(__file__).resolve().parent
-# vllm-factory-core's source tree (this file lies in testing/src/vllm_factory/testing/colpali/
+# vllm-factory-core's source tree (this file lies in packages/testing/src/vllm_factory/testing/colpali/
 # of a checkout), which the reference venv installs.
-CORE = KIT.parents[4] / "core"
+CORE = KIT.parents[5] / "core"
 IMAGES, ENCODE = SCRIPTS / "colpali_images.py", SCRIPTS / "colpali_encode.py"
 REQUIREMENTS = KIT / "requirements-colpali.txt"
 # The builders' shared steps: every builder's tokenizer texts and reload checks, and the tiny
@@ -114,7 +114,7 @@ class ColPaliReference:
         """Encode the corpus with the reference in ``env`` (fp32 ``ref-colpali.npz`` and the
         library's own bf16 run ``ref-colpali-bf16.npz``) from ``target``'s checkpoint and
         images; also how a GPU host re-encodes a reference folder built elsewhere with its own
-        Python (``gpu/check.py --reencode``: image decoding differs between Pillow versions)."""
+        Python (``packages/testing/gpu/check.py --reencode``: image decoding differs between Pillow versions)."""
         written = [target / "ref-colpali.npz", target / "ref-colpali-bf16.npz"]
         env.run(
             ENCODE, "--model-class", self.model_class, "--processor-class",

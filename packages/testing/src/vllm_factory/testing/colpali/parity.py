@@ -58,7 +58,7 @@ def test_image_parity(server, encode, reference, reference_dir, corpus, colpali_
         raise AssertionError(
             f"{error}: the reference decoded its images with Pillow {drift[0]}, this Python "
             f"(the server's) has {drift[1]}; encode the reference again here "
-            f"(gpu/check.py does where it can, or --reencode {colpali_package.name})"
+            f"(packages/testing/gpu/check.py does where it can, or --reencode {colpali_package.name})"
         ) from error
 
 

@@ -19,14 +19,14 @@ Backbones, heads, models and clients live under ``packages/backbones``, ``packag
 ``packages/models`` and ``packages/clients``; the shared layers (core, kernels, testing) at
 the root. Stdlib only: the noxfile imports this before any venv exists.
 
-``python tools/workspace.py`` prints the table; ``python tools/workspace.py install NAME``
+``python packages/testing/tools/workspace.py`` prints the table; ``python packages/testing/tools/workspace.py install NAME``
 installs NAME and the workspace wheels it needs, editable, into the running interpreter
-(tox's commands); ``python tools/workspace.py pytest NAME [ARGS]`` runs its vLLM-free tests;
-``python tools/workspace.py tables [--check]`` writes (checks) the generated tables: the
+(tox's commands); ``python packages/testing/tools/workspace.py pytest NAME [ARGS]`` runs its vLLM-free tests;
+``python packages/testing/tools/workspace.py tables [--check]`` writes (checks) the generated tables: the
 README's model table, the package table of ``docs/packages.md`` and the GPU results table of
 ``docs/performance.md`` (from the bench JSON files each model package names in ``gpu-results``);
-``python tools/workspace.py links`` checks every relative link of the repository's Markdown;
-``python tools/workspace.py settings`` prints the shared settings of the root ``pyproject.toml``.
+``python packages/testing/tools/workspace.py links`` checks every relative link of the repository's Markdown;
+``python packages/testing/tools/workspace.py settings`` prints the shared settings of the root ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -42,11 +42,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 LAYERS = ("core", "kernels", "testing", "backbone", "head", "model", "client")
-# Where each layer's packages live: the shared layers at the root, the others one folder each.
+# Where each layer's packages live: core and kernels at the root, the testing kit (with the GPU
+# tooling and these workspace tools beside its wheel) in packages/, the others one folder each.
 # Clients run beside a user's own code (no vLLM, no torch of their own) and call a server.
 LAYER_FOLDERS = {
+    "testing": "packages",
     "backbone": "packages/backbones",
     "head": "packages/heads",
     "model": "packages/models",
@@ -110,7 +112,9 @@ def _load(pyproject: Path) -> Package:
         raise ValueError(f"{pyproject}: layer {layer!r} is not one of {LAYERS}")
     folder = pyproject.parent.relative_to(ROOT).parent.as_posix()
     if folder != LAYER_FOLDERS.get(layer, "."):
-        raise ValueError(f"{pyproject}: a {layer} package belongs in {LAYER_FOLDERS[layer]}/")
+        raise ValueError(
+            f"{pyproject}: a {layer} package belongs in {LAYER_FOLDERS.get(layer, '.')}/"
+        )
     requires = tuple(
         name
         for name in map(_requirement_name, project.get("dependencies", []))
@@ -210,7 +214,8 @@ def env_problems() -> list[str]:
 def packages() -> tuple[Package, ...]:
     """Every workspace package, dependencies before their dependents."""
     found = {}
-    for pyproject in [*ROOT.glob("*/pyproject.toml"), *ROOT.glob("packages/*/*/pyproject.toml")]:
+    for pyproject in [*ROOT.glob("*/pyproject.toml"), *ROOT.glob("packages/*/pyproject.toml"),
+                      *ROOT.glob("packages/*/*/pyproject.toml")]:  # fmt: skip
         text = pyproject.read_text(encoding="utf-8")
         if "[tool.vllm-factory]" in text:
             package = _load(pyproject)
@@ -400,7 +405,9 @@ def tables(check: bool) -> int:
         if updated == text:
             continue
         if check:
-            print(f"{name}: a generated table is stale; run `python tools/workspace.py tables`")
+            print(
+                f"{name}: a generated table is stale; run `python packages/testing/tools/workspace.py tables`"
+            )
             stale = 1
         else:
             page.write_text(updated, encoding="utf-8")

@@ -1,6 +1,6 @@
 """Stage a GPU check for a GPU host that has no network (run on the CPU machine).
 
-Puts under ``<repo>/.gpu/`` (ignored by git), for ``gpu/check.py`` to use there:
+Puts under ``<repo>/.gpu/`` (ignored by git), for ``packages/testing/gpu/check.py`` to use there:
 
 - ``dist/``: every wheel of this repository (``pip wheel --no-deps``), and the runtime
   dependencies of those wheels that the GPU image and the vLLM wheelhouse lack
@@ -16,12 +16,12 @@ Puts under ``<repo>/.gpu/`` (ignored by git), for ``gpu/check.py`` to use there:
   ``../shared/gpu/prepare-wheelhouse.sh`` beside this checkout), in parts small enough to
   travel one at a time; the last part holds ``install.sh``.
 
-    python gpu/stage.py [--wheelhouse] [--gliner-serve] [--bench-references] [--no-references]
+    python packages/testing/gpu/stage.py [--wheelhouse] [--gliner-serve] [--bench-references] [--no-references]
         [--python PYTHON]
 
 ``--python``: the interpreter that builds the references (it needs this repository's
 ``vllm-factory-core`` and ``vllm-factory-testing`` importable; the default is the one running
-this script with their ``src`` folders on its path). See gpu/README.md for how the parts reach the host.
+this script with their ``src`` folders on its path). See packages/testing/gpu/README.md for how the parts reach the host.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "packages" / "testing" / "tools"))
 import workspace
 
 STAGE = ROOT / ".gpu"
@@ -62,7 +62,7 @@ for folder in sys.argv[1:]:
 
 
 def packages() -> list[Path]:
-    """Every workspace package (tools/workspace.py): core, kernels, testing, backbones, heads,
+    """Every workspace package (packages/testing/tools/workspace.py): core, kernels, testing, backbones, heads,
     models."""
     return [package.path for package in workspace.packages()]
 
@@ -93,7 +93,7 @@ def reference_folders(python: str) -> list[Path]:
         "PYTHONPATH": os.pathsep.join(
             [
                 str(ROOT / "core" / "src"),
-                str(ROOT / "testing" / "src"),
+                str(ROOT / "packages" / "testing" / "src"),
                 os.environ.get("PYTHONPATH", ""),
             ]
         ),
@@ -181,7 +181,7 @@ def pack_parts(loose: Path, dest: Path, part_mib: int) -> list[Path]:
 
 # gliner and gliner.serve on the GPU host (the GLiNER benches' reference and peer server):
 # the kit's pins, less torch and what the image has; flashdeberta for --enable-flashdeberta.
-KITS = ROOT / "testing" / "src" / "vllm_factory" / "testing"
+KITS = ROOT / "packages" / "testing" / "src" / "vllm_factory" / "testing"
 GLINER_KIT = KITS / "gliner"
 GLINER_SERVE_EXTRAS = ["flashdeberta==0.0.8"]
 # The bench checkpoints' builders on the host (--bench-references): gliner's pins, and PyLate with
