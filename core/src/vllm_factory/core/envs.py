@@ -35,14 +35,18 @@ def parse_flag(raw: str) -> bool:
     raise ValueError(f"expected one of {', '.join(_TRUE + _FALSE)}")
 
 
-def parse_positive_int(raw: str) -> int:
+def _parse_int(raw: str, minimum: int) -> int:
     try:
         value = int(raw.strip().replace("_", ""))
     except ValueError:
         raise ValueError("expected a whole number") from None
-    if value < 1:
-        raise ValueError("must be at least 1")
+    if value < minimum:
+        raise ValueError(f"must be at least {minimum}")
     return value
+
+
+def parse_positive_int(raw: str) -> int:
+    return _parse_int(raw, 1)
 
 
 def parse_positive_float(raw: str) -> float:
@@ -56,13 +60,7 @@ def parse_positive_float(raw: str) -> float:
 
 
 def parse_non_negative_int(raw: str) -> int:
-    try:
-        value = int(raw.strip().replace("_", ""))
-    except ValueError:
-        raise ValueError("expected a whole number") from None
-    if value < 0:
-        raise ValueError("must be at least 0")
-    return value
+    return _parse_int(raw, 0)
 
 
 def parse_text(raw: str) -> str:
