@@ -1,6 +1,6 @@
 """Host time of a cuBLAS product when its row count changes at every call (a served GLiNER
 head's words, labels and spans do, step after step) against the same rows rounded up to the
-head's buckets (``vllm_factory.heads.gliner.head.RowBuckets``).
+head's buckets (``vllm_factory.heads.gliner.span_graphs.RowBuckets``).
 
     python packages/heads/gliner/benchmarks/bench_row_buckets.py --out row-buckets.json
 
@@ -22,7 +22,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from vllm_factory.heads.gliner.head import RowBuckets
+from vllm_factory.heads.gliner.span_graphs import RowBuckets
 
 
 def run(rows: list[int], k: int, n: int, bias: bool, dtype: torch.dtype) -> dict[str, float]:

@@ -18,7 +18,7 @@ import json
 import os
 
 import torch
-from vllm_factory.heads.gliner.head import LSTM_GRAPHS_ENV, LSTM_KERNEL_ENV, WordLSTM
+from vllm_factory.heads.gliner.word_lstm import LSTM_GRAPHS_ENV, LSTM_KERNEL_ENV, WordLSTM
 from vllm_factory.testing.gputime import serial_and_returned
 
 

@@ -4,14 +4,16 @@ import numpy as np
 import pytest
 import torch
 from vllm_factory.core.pooler import PoolerRequest
+from vllm_factory.heads.gliner import span_graphs, word_lstm
 from vllm_factory.heads.gliner.decoding import UnscoredText, checked_scores
-from vllm_factory.heads.gliner.head import GLiNERSpanHead, StepPlan
+from vllm_factory.heads.gliner.head import GLiNERSpanHead
 from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
 from vllm_factory.heads.gliner.settings import (
     GLiNERSettings,
     UnsupportedGLiNERConfig,
     parse_settings,
 )
+from vllm_factory.heads.gliner.step_plan import StepPlan
 
 ENT = 50
 
@@ -99,30 +101,27 @@ def test_lstm_graphs_follow_the_switch_the_device_and_enforce_eager(monkeypatch)
     fails."""
     import types
 
-    import vllm_factory.heads.gliner.head as head_module
-
     on_gpu = types.SimpleNamespace(is_cuda=True)
-    monkeypatch.delenv(head_module.LSTM_GRAPHS_ENV, raising=False)
+    monkeypatch.delenv(word_lstm.LSTM_GRAPHS_ENV, raising=False)
     rnn = head().rnn
     assert rnn.takes_graphs(on_gpu) and not rnn.takes_graphs(torch.zeros(1))
     assert not head(cuda_graphs=False).rnn.takes_graphs(on_gpu)  # --enforce-eager
     rnn._graphs_failed = True
     assert not rnn.takes_graphs(on_gpu)
-    monkeypatch.setenv(head_module.LSTM_GRAPHS_ENV, "0")
+    monkeypatch.setenv(word_lstm.LSTM_GRAPHS_ENV, "0")
     assert not head().rnn.takes_graphs(on_gpu)
 
 
 def test_lstm_graphs_are_on_unless_turned_off(monkeypatch):
     """CUDA graphs of the BiLSTM unless ``VLLM_FACTORY_GLINER_LSTM_GRAPHS=0``; a CPU head never
     asks."""
-    import vllm_factory.heads.gliner.head as head_module
 
-    monkeypatch.delenv(head_module.LSTM_GRAPHS_ENV, raising=False)
-    assert head_module.lstm_graphs_wanted()
+    monkeypatch.delenv(word_lstm.LSTM_GRAPHS_ENV, raising=False)
+    assert word_lstm.lstm_graphs_wanted()
     for value, wanted in (("1", True), ("0", False), (" 0 ", False)):
-        monkeypatch.setenv(head_module.LSTM_GRAPHS_ENV, value)
-        assert head_module.lstm_graphs_wanted() is wanted
-    monkeypatch.delenv(head_module.LSTM_GRAPHS_ENV)
+        monkeypatch.setenv(word_lstm.LSTM_GRAPHS_ENV, value)
+        assert word_lstm.lstm_graphs_wanted() is wanted
+    monkeypatch.delenv(word_lstm.LSTM_GRAPHS_ENV)
     rnn = head().rnn
     rnn.by_graph = lambda *args: pytest.fail("a CPU head asked for a CUDA graph")
     words, lengths = torch.randn(2, 3, 8), torch.tensor([3, 2])
@@ -132,11 +131,9 @@ def test_lstm_graphs_are_on_unless_turned_off(monkeypatch):
 def test_word_lstm_kernel_path_gives_the_kernel_no_autograd_inputs(monkeypatch):
     """With grad enabled (as outside vLLM's inference mode) the stacked LSTM weights must not
     need autograd: ``backend="auto"`` sends such inputs to the per-step fallback."""
-    import vllm_factory.heads.gliner.head as head_module
-
     seen = []
     monkeypatch.setattr(
-        head_module,
+        word_lstm,
         "bidirectional_lstm",
         lambda gates, w_hh, lengths, backend, per_step: (
             seen.append((w_hh.requires_grad, per_step))
@@ -170,14 +167,13 @@ def test_lstm_kernels_only_for_16_bit_heads_on_gpus(monkeypatch, env, is_cuda, d
     Triton taken as importable, as on a CUDA host)."""
     import types
 
-    import vllm_factory.heads.gliner.head as head_module
     import vllm_factory.kernels._dispatch as dispatch
 
-    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, env)
+    monkeypatch.setenv(word_lstm.LSTM_KERNEL_ENV, env)
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     words = types.SimpleNamespace(is_cuda=is_cuda, dtype=dtype, requires_grad=False)
-    assert head_module.lstm_step_kernel_wanted(words) is steps
+    assert word_lstm.lstm_step_kernel_wanted(words) is steps
 
 
 @pytest.mark.parametrize("value", ["1", "0", "kernel"])
@@ -196,19 +192,18 @@ def test_the_one_launch_lstm_kernel_is_no_longer_offered(monkeypatch, value):
 def test_only_a_float32_head_that_asked_for_a_kernel_is_told_it_keeps_cudnn(monkeypatch):
     import types
 
-    import vllm_factory.heads.gliner.head as head_module
     import vllm_factory.kernels._dispatch as dispatch
 
     said = []
-    monkeypatch.setattr(head_module, "_say_float32_head_keeps_cudnn", lambda *a: said.append(a))
+    monkeypatch.setattr(word_lstm, "_say_float32_head_keeps_cudnn", lambda *a: said.append(a))
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON", raising=False)
     words = types.SimpleNamespace(is_cuda=True, dtype=torch.float32, requires_grad=False)
-    monkeypatch.delenv(head_module.LSTM_KERNEL_ENV, raising=False)
-    assert not head_module.lstm_step_kernel_wanted(words)
+    monkeypatch.delenv(word_lstm.LSTM_KERNEL_ENV, raising=False)
+    assert not word_lstm.lstm_step_kernel_wanted(words)
     assert said == []  # the default says nothing
-    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "steps")
-    assert not head_module.lstm_step_kernel_wanted(words)
+    monkeypatch.setenv(word_lstm.LSTM_KERNEL_ENV, "steps")
+    assert not word_lstm.lstm_step_kernel_wanted(words)
     assert said == [(torch.float32, "steps")]
 
 
@@ -218,30 +213,28 @@ def test_no_lstm_kernel_where_triton_is_off(monkeypatch):
     Triton does not import."""
     import types
 
-    import vllm_factory.heads.gliner.head as head_module
     import vllm_factory.kernels._dispatch as dispatch
 
     words = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, requires_grad=False)
-    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "steps")
+    monkeypatch.setenv(word_lstm.LSTM_KERNEL_ENV, "steps")
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
-    assert head_module.lstm_step_kernel_wanted(words)
+    assert word_lstm.lstm_step_kernel_wanted(words)
     monkeypatch.setenv("VLLM_FACTORY_DISABLE_TRITON", "1")
-    assert not head_module.lstm_step_kernel_wanted(words)
+    assert not word_lstm.lstm_step_kernel_wanted(words)
     monkeypatch.delenv("VLLM_FACTORY_DISABLE_TRITON")
     monkeypatch.setattr(dispatch, "triton_available", lambda: False)
-    assert not head_module.lstm_step_kernel_wanted(words)
+    assert not word_lstm.lstm_step_kernel_wanted(words)
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     with torch.enable_grad():  # autograd through the weights: the fallback's job
-        assert not head_module.lstm_step_kernel_wanted(
+        assert not word_lstm.lstm_step_kernel_wanted(
             types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, requires_grad=True)
         )
 
 
 def test_float32_head_on_the_cpu_never_takes_the_kernel(monkeypatch):
-    import vllm_factory.heads.gliner.head as head_module
 
-    monkeypatch.setenv(head_module.LSTM_KERNEL_ENV, "steps")
-    monkeypatch.setattr(head_module, "bidirectional_lstm", lambda *a, **k: pytest.fail("kernel"))
+    monkeypatch.setenv(word_lstm.LSTM_KERNEL_ENV, "steps")
+    monkeypatch.setattr(word_lstm, "bidirectional_lstm", lambda *a, **k: pytest.fail("kernel"))
     rnn = head().rnn
     assert rnn(torch.randn(2, 3, 8), torch.tensor([3, 2])).shape == (2, 3, 8)
 
@@ -521,8 +514,8 @@ def test_span_kernel_is_the_default_and_changes_no_score_on_the_cpu(monkeypatch)
     prompts = [prompt(2, (1, 2, 1, 1, 1), 0), prompt(3, (2, 1, 1), 1)]
     requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
     hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
-    monkeypatch.setenv(head_module.SPAN_KERNEL_ENV, "0")
-    assert head_module.span_kernel_backend() == "torch"
+    monkeypatch.setenv(span_graphs.SPAN_KERNEL_ENV, "0")
+    assert span_graphs.span_kernel_backend() == "torch"
     default = model(hidden, requests)
     calls = []
     real = head_module.span_logits
@@ -532,28 +525,27 @@ def test_span_kernel_is_the_default_and_changes_no_score_on_the_cpu(monkeypatch)
         return real(table, rows, weight, bias, backend=backend)
 
     monkeypatch.setattr(head_module, "span_logits", spy)
-    monkeypatch.delenv(head_module.SPAN_KERNEL_ENV)
-    assert head_module.span_kernel_backend() == "auto"
+    monkeypatch.delenv(span_graphs.SPAN_KERNEL_ENV)
+    assert span_graphs.span_kernel_backend() == "auto"
     for a, b in zip(default, model(hidden, requests)):
         assert torch.equal(a, b)
     assert calls == ["auto"]
 
 
 def test_lstm_two_streams_are_opt_in(monkeypatch):
-    import vllm_factory.heads.gliner.head as head_module
 
-    monkeypatch.delenv(head_module.LSTM_TWO_STREAMS_ENV, raising=False)
-    assert not head_module.lstm_two_streams_wanted()
-    monkeypatch.setenv(head_module.LSTM_TWO_STREAMS_ENV, "1")
-    assert head_module.lstm_two_streams_wanted()
-    monkeypatch.setenv(head_module.LSTM_TWO_STREAMS_ENV, "0")
-    assert not head_module.lstm_two_streams_wanted()
+    monkeypatch.delenv(word_lstm.LSTM_TWO_STREAMS_ENV, raising=False)
+    assert not word_lstm.lstm_two_streams_wanted()
+    monkeypatch.setenv(word_lstm.LSTM_TWO_STREAMS_ENV, "1")
+    assert word_lstm.lstm_two_streams_wanted()
+    monkeypatch.setenv(word_lstm.LSTM_TWO_STREAMS_ENV, "0")
+    assert not word_lstm.lstm_two_streams_wanted()
 
 
 def test_row_buckets_sizes():
     """Rounded up to 1/32 of the power of two (at least 16): a few percent more rows, few
     distinct sizes; zero stays zero; off means unchanged."""
-    from vllm_factory.heads.gliner.head import RowBuckets
+    from vllm_factory.heads.gliner.span_graphs import RowBuckets
 
     on = RowBuckets(True)
     sizes = {on.size(n) for n in range(1, 8193)}
@@ -573,16 +565,15 @@ def test_row_buckets_sizes():
 
 
 def test_row_buckets_are_for_gpus_unless_the_switch_says(monkeypatch):
-    import vllm_factory.heads.gliner.head as head_module
 
-    monkeypatch.delenv(head_module.ROW_BUCKETS_ENV, raising=False)
+    monkeypatch.delenv(span_graphs.ROW_BUCKETS_ENV, raising=False)
     cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
-    assert not head_module.RowBuckets.for_device(cpu).active
-    assert head_module.RowBuckets.for_device(gpu).active
-    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "0")
-    assert not head_module.RowBuckets.for_device(gpu).active
-    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "1")
-    assert head_module.RowBuckets.for_device(cpu).active
+    assert not span_graphs.RowBuckets.for_device(cpu).active
+    assert span_graphs.RowBuckets.for_device(gpu).active
+    monkeypatch.setenv(span_graphs.ROW_BUCKETS_ENV, "0")
+    assert not span_graphs.RowBuckets.for_device(gpu).active
+    monkeypatch.setenv(span_graphs.ROW_BUCKETS_ENV, "1")
+    assert span_graphs.RowBuckets.for_device(cpu).active
 
 
 @pytest.mark.parametrize("labels", [(2, 3), (3, 3), (40, 40)])  # different / equal / unfolded
@@ -599,18 +590,18 @@ def test_row_buckets_change_no_score(monkeypatch, labels, projection):
     prompts = [prompt(labels[0], (1, 2, 1, 1, 1), 0), prompt(labels[1], (2, 1, 1), 1)]
     requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
     hidden = [torch.randn(len(r.token_ids), width, dtype=torch.float64) for r in requests]
-    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "0")
+    monkeypatch.setenv(span_graphs.ROW_BUCKETS_ENV, "0")
     plain = model(hidden, requests)
     calls = []
-    real = head_module.RowBuckets.rows
+    real = span_graphs.RowBuckets.rows
 
     def spy(self, tensor):
         out = real(self, tensor)
         calls.append(out.shape[0] > tensor.shape[0])
         return out
 
-    monkeypatch.setattr(head_module.RowBuckets, "rows", spy)
-    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "1")
+    monkeypatch.setattr(span_graphs.RowBuckets, "rows", spy)
+    monkeypatch.setenv(span_graphs.ROW_BUCKETS_ENV, "1")
     for chunk in (head_module.SPAN_CHUNK["cpu"], 3 * 4 * 8 * 2):  # one chunk; two words each
         monkeypatch.setitem(head_module.SPAN_CHUNK, "cpu", chunk)
         for a, b in zip(plain, model(hidden, requests)):
@@ -626,7 +617,6 @@ def test_span_graphs_fixed_shape_path_changes_no_score(monkeypatch, labels, pool
     its static buffers: steps of one bucket with fewer and more words one after the other
     (stale rows past a step's words), a second bucket, and steps it does not take (label counts
     that differ between prompts) all score as the eager head."""
-    import vllm_factory.heads.gliner.head as head_module
 
     model = head(subtoken_pooling=pooling).double()
     steps = [
@@ -636,21 +626,21 @@ def test_span_graphs_fixed_shape_path_changes_no_score(monkeypatch, labels, pool
         [prompt(labels[0], (1,) * 20, 5)],  # another bucket
         [prompt(2, (1, 2, 1), 6), prompt(4, (1, 1), 7)],  # label counts differ: eager
     ]
-    monkeypatch.setenv(head_module.ROW_BUCKETS_ENV, "1")
+    monkeypatch.setenv(span_graphs.ROW_BUCKETS_ENV, "1")
     built = []
-    real = head_module.SpanGraphs._build
+    real = span_graphs.SpanGraphs._build
 
     def spy(self, *args):
         built.append(args[1:4])
         return real(self, *args)
 
-    monkeypatch.setattr(head_module.SpanGraphs, "_build", spy)
+    monkeypatch.setattr(span_graphs.SpanGraphs, "_build", spy)
     for prompts in steps:
         requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
         hidden = [torch.randn(len(r.token_ids), 12, dtype=torch.float64) for r in requests]
-        monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "0")
+        monkeypatch.setenv(span_graphs.SPAN_GRAPHS_ENV, "0")
         eager = model(hidden, requests)
-        monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "1")
+        monkeypatch.setenv(span_graphs.SPAN_GRAPHS_ENV, "1")
         for a, b in zip(eager, model(hidden, requests)):
             assert a.shape == b.shape
             torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
@@ -660,19 +650,18 @@ def test_span_graphs_fixed_shape_path_changes_no_score(monkeypatch, labels, pool
 
 
 def test_span_graphs_are_the_gpu_default_and_never_on_an_eager_server(monkeypatch):
-    import vllm_factory.heads.gliner.head as head_module
 
     words = torch.zeros(3, 8)
     gpu, cpu = torch.device("cuda", 0), torch.device("cpu")
-    monkeypatch.delenv(head_module.SPAN_GRAPHS_ENV, raising=False)
-    assert head_module.span_graphs_wanted(gpu) and not head_module.span_graphs_wanted(cpu)
-    assert not head_module.SpanGraphs(True).takes(words)
-    monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "0")
-    assert not head_module.span_graphs_wanted(gpu) and not head_module.span_graphs_wanted(cpu)
-    monkeypatch.setenv(head_module.SPAN_GRAPHS_ENV, "1")
-    assert head_module.span_graphs_wanted(gpu) and head_module.span_graphs_wanted(cpu)
-    assert head_module.SpanGraphs(True).takes(words)
+    monkeypatch.delenv(span_graphs.SPAN_GRAPHS_ENV, raising=False)
+    assert span_graphs.span_graphs_wanted(gpu) and not span_graphs.span_graphs_wanted(cpu)
+    assert not span_graphs.SpanGraphs(True).takes(words)
+    monkeypatch.setenv(span_graphs.SPAN_GRAPHS_ENV, "0")
+    assert not span_graphs.span_graphs_wanted(gpu) and not span_graphs.span_graphs_wanted(cpu)
+    monkeypatch.setenv(span_graphs.SPAN_GRAPHS_ENV, "1")
+    assert span_graphs.span_graphs_wanted(gpu) and span_graphs.span_graphs_wanted(cpu)
+    assert span_graphs.SpanGraphs(True).takes(words)
     assert head(cuda_graphs=False).span_graphs.cuda_graphs is False
-    graphs = head_module.SpanGraphs(True, limit=0)  # past the limit: the eager head scores
+    graphs = span_graphs.SpanGraphs(True, limit=0)  # past the limit: the eager head scores
     assert graphs.scores(head(), words, torch.zeros(2, 8), *(torch.zeros(3, dtype=torch.long),) * 2,
                          torch.zeros(3, 1, dtype=torch.long)) is None  # fmt: skip

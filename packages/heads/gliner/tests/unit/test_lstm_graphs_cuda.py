@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 import torch
-from vllm_factory.heads.gliner.head import GRAPH_STEPS, WordLSTM
+from vllm_factory.heads.gliner.word_lstm import GRAPH_STEPS, WordLSTM
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -12,7 +12,8 @@ import torch
 from test_head import SETTINGS as TINY
 from test_head import prompt
 from vllm_factory.core.pooler import PoolerRequest
-from vllm_factory.heads.gliner.head import SPAN_GRAPHS_ENV, GLiNERSpanHead
+from vllm_factory.heads.gliner.head import GLiNERSpanHead
+from vllm_factory.heads.gliner.span_graphs import SPAN_GRAPHS_ENV
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
