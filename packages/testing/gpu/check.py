@@ -488,7 +488,11 @@ def failure_summary(result: Result) -> str:
 
 
 def write_results(out: Path, results: list[Result], header: dict) -> None:
-    data = {**header, "results": [asdict(r) for r in results]}
+    """``gpu-check.json`` and ``gpu-check.md``, naming no folder of the host (its paths inside
+    messages too: :func:`vllm_factory.testing.bench_report.portable`)."""
+    data = bench_report.portable({**header, "results": [asdict(r) for r in results]})
+    header = {k: v for k, v in data.items() if k != "results"}
+    results = [Result(**r) for r in data["results"]]
     (out / "gpu-check.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     rows = [
         (
