@@ -545,6 +545,12 @@ def max_tokens_of(lengths: dict[str, float]) -> int:
 
 
 def machine_info(device: str, gpu_name: str | None = None) -> dict[str, Any]:
+    """The machine a run was made on; on ``cuda`` the GPU is asked its name unless given (a
+    GPU machine is named by its GPU: :func:`machine_name`)."""
+    if device == "cuda" and gpu_name is None:
+        import torch
+
+        gpu_name = torch.cuda.get_device_name()
     cpu_model = None
     mem_kb = None
     try:

@@ -284,10 +284,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         enforce_eager=config.enforce_eager, worker_in_engine=False,
     )  # fmt: skip
     info = bench.machine_info(args.device)
-    if args.device == "cuda":  # the GPU names the machine
-        import torch
-
-        info["gpu"] = torch.cuda.get_device_name()
     machine = args.machine or bench.machine_name(info)
     with server:
         model = str(plugin.checkpoint or checkpoint)

@@ -321,10 +321,6 @@ def main(argv: list[str] | None = None) -> dict:
         )  # fmt: skip
 
     info = machine_info(args.device)
-    if args.device == "cuda":
-        import torch
-
-        info["gpu"] = torch.cuda.get_device_name()
     name = args.machine or machine_name(info)
     texts = [item["text"] for item in items]
     report: dict[str, Any] = {
