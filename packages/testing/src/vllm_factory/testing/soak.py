@@ -10,7 +10,9 @@ server started as the bench starts the plugin (bf16 and compiled on a GPU). Warm
 family's hostile bodies (the fuzz suites' lists) once, then a minute of load; then ``clients``
 closed-loop clients for ``minutes``, each request a corpus text or, with ``hostile_share``
 probability, a hostile body. Every 10 s a window records valid answers per second, their p50 /
-p99 latency, the hostile bodies' statuses and the resident memory of the server's processes.
+p99 latency, the hostile bodies' statuses, the resident memory and CPU share of the server's
+processes by role and, on CUDA, the GPU's busy share; per hostile body the report gives its
+statuses and latencies (which bodies the server answers and what each costs under load).
 
 Pass (each checked, the verdicts in the report): no answer is a 5xx; the floor of the server's
 memory (the lowest sample of a minute: what it keeps, not one step's activations) grows less than
@@ -30,13 +32,13 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 from vllm_factory.testing.bench_report import portable, record_stem, results_folder
 from vllm_factory.testing.fuzz import resident_bytes
 from vllm_factory.testing.loadgen import percentile
-from vllm_factory.testing.usage import process_tree, role_of
+from vllm_factory.testing.usage import cpu_seconds, process_tree, role_of
 
 logger = logging.getLogger(__name__)
 
@@ -84,13 +86,15 @@ async def _client(
     share: float,
     seed: int,
     until: float,
-    records: list[tuple[float, float, int, bool]],
+    records: list[tuple[float, float, int, int]],
 ) -> None:
+    """Closed loop until ``until``; each answer recorded as (done at, seconds, status, which
+    hostile body or -1)."""
     rng = random.Random(seed)
     index = seed
     while time.monotonic() < until:
-        bad = bool(hostile) and rng.random() < share
-        body = {"model": model, "data": rng.choice(hostile)} if bad else valid[index % len(valid)]
+        which = rng.randrange(len(hostile)) if hostile and rng.random() < share else -1
+        body = {"model": model, "data": hostile[which]} if which >= 0 else valid[index % len(valid)]
         index += 1
         started = time.monotonic()
         try:
@@ -99,7 +103,7 @@ async def _client(
                 status = response.status
         except (TimeoutError, aiohttp.ClientError):
             status = 0  # a transport failure: counted with the server errors
-        records.append((time.monotonic(), time.monotonic() - started, status, bad))
+        records.append((time.monotonic(), time.monotonic() - started, status, which))
 
 
 def resident_by_role(pid: int) -> dict[str, int]:
@@ -111,24 +115,70 @@ def resident_by_role(pid: int) -> dict[str, int]:
     return roles
 
 
-async def _memory(pid: int, until: float, samples: list[tuple[float, dict[str, int]]]) -> None:
+def cpu_by_pid(pid: int) -> dict[int, tuple[str, float]]:
+    """Each process of ``pid``'s tree: its role and CPU seconds so far."""
+    out = {}
+    for child in process_tree(pid):
+        if (seconds := cpu_seconds(child)) is not None:
+            out[child] = (role_of(child, pid), seconds)
+    return out
+
+
+class Sample(NamedTuple):
+    at: float
+    resident: dict[str, int]  # bytes by role
+    cpu: dict[int, tuple[str, float]]  # pid: (role, CPU seconds so far)
+
+
+async def _sample(pid: int, until: float, samples: list[Sample]) -> None:
     while time.monotonic() < until:
-        samples.append((time.monotonic(), resident_by_role(pid)))
+        samples.append(Sample(time.monotonic(), resident_by_role(pid), cpu_by_pid(pid)))
         await asyncio.sleep(2.0)
 
 
-async def _load(server: Any, valid: list[dict], hostile: list[dict], args: argparse.Namespace):
-    records: list[tuple[float, float, int, bool]] = []
-    memory: list[tuple[float, int]] = []
+async def _gpu_busy(until: float, samples: list[tuple[float, float]]) -> None:
+    """The GPU's busy share once a second (``nvidia-smi``), while the load runs."""
+    query = ["--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "1000"]
+    try:
+        smi = await asyncio.create_subprocess_exec(
+            "nvidia-smi", *query, stdout=asyncio.subprocess.PIPE
+        )
+    except OSError:
+        logger.warning("nvidia-smi did not start: no GPU busy share in the windows")
+        return
+    assert smi.stdout is not None
+    try:
+        while time.monotonic() < until:
+            try:
+                line = await asyncio.wait_for(smi.stdout.readline(), timeout=5.0)
+            except TimeoutError:
+                continue
+            if not line:
+                break
+            value = line.decode().split(",")[0].strip()
+            if value.isdigit():
+                samples.append((time.monotonic(), int(value) / 100))
+    finally:
+        if smi.returncode is None:
+            smi.terminate()
+        await smi.wait()
+
+
+async def _load(
+    server: Any, valid: list[dict], hostile: list[dict], args: argparse.Namespace
+) -> tuple[float, list[tuple[float, float, int, int]], list[Sample], list[tuple[float, float]]]:
+    records: list[tuple[float, float, int, int]] = []
+    samples: list[Sample] = []
+    gpu: list[tuple[float, float]] = []
     connector = aiohttp.TCPConnector(limit=args.clients)
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         url = f"{server.url}/pooling"
-        for data in hostile:  # every kind of body once, before anything is measured
+        for which, data in enumerate(hostile):  # every body once, before anything is measured
             async with session.post(url, json={"model": server.model, "data": data}) as answer:
                 await answer.read()
                 if answer.status >= 500:
-                    records.append((time.monotonic(), 0.0, answer.status, True))
+                    records.append((time.monotonic(), 0.0, answer.status, which))
         start = time.monotonic()
         until = start + args.minutes * 60
         tasks = [
@@ -137,13 +187,35 @@ async def _load(server: Any, valid: list[dict], hostile: list[dict], args: argpa
             )
             for i in range(args.clients)
         ]
-        await asyncio.gather(_memory(server.process.pid, until, memory), *tasks)
-    return start, records, memory
+        watchers = [_sample(server.process.pid, until, samples)]
+        if args.device == "cuda":
+            watchers.append(_gpu_busy(until, gpu))
+        await asyncio.gather(*watchers, *tasks)
+    return start, records, samples, gpu
 
 
-def windows(start: float, records, memory, end: float | None = None) -> list[dict[str, Any]]:
+def cpu_shares(samples: list[Sample]) -> dict[str, float]:
+    """CPU seconds per second, by role, from the first of ``samples`` to the last (processes
+    that started in between count from zero)."""
+    if len(samples) < 2 or samples[-1].at <= samples[0].at:
+        return {}
+    first, last = samples[0].cpu, samples[-1].cpu
+    used: dict[str, float] = {}
+    for pid, (role, seconds) in last.items():
+        used[role] = used.get(role, 0.0) + seconds - first.get(pid, (role, 0.0))[1]
+    wall = samples[-1].at - samples[0].at
+    return {role: round(value / wall, 2) for role, value in sorted(used.items())}
+
+
+def windows(
+    start: float,
+    records,
+    samples: list[Sample],
+    end: float | None = None,
+    gpu: list[tuple[float, float]] = (),
+) -> list[dict[str, Any]]:
     """The run in windows of :data:`WINDOW_S` up to ``end`` (the answers still in flight after
-    it are not load): valid req/s and latency, statuses, memory."""
+    it are not load): valid req/s and latency, statuses, memory, CPU and GPU busy shares."""
     out = []
     if end is None:
         end = max((r[0] for r in records), default=start)
@@ -151,12 +223,16 @@ def windows(start: float, records, memory, end: float | None = None) -> list[dic
     while at < end:
         stop = at + WINDOW_S
         inside = [r for r in records if at <= r[0] < stop]
-        valid = [r[1] * 1000 for r in inside if not r[3] and r[2] == 200]
+        valid = [r[1] * 1000 for r in inside if r[3] < 0 and r[2] == 200]
         statuses: dict[str, int] = {}
-        for _, _, status, bad in inside:
-            key = f"{'hostile' if bad else 'valid'} {status}"
+        for _, _, status, which in inside:
+            key = f"{'hostile' if which >= 0 else 'valid'} {status}"
             statuses[key] = statuses.get(key, 0) + 1
-        roles = [m for t, m in memory if at <= t < stop]
+        # CPU from the last sample before the window to the last inside it.
+        around = [s for s in samples if s.at < stop]
+        around = around[-1 - sum(1 for s in around if s.at >= at) :]
+        busy = [value for t, value in gpu if at <= t < stop]
+        roles = [s.resident for s in samples if at <= s.at < stop]
         rss = [sum(m.values()) for m in roles]
         by_role = (
             {r: round(max(m.get(r, 0) for m in roles) / 2**20, 1) for r in roles[-1]}
@@ -169,9 +245,42 @@ def windows(start: float, records, memory, end: float | None = None) -> list[dic
             "p99_ms": round(percentile(valid, 99), 2) if valid else None,
             "statuses": statuses, "rss_mib": round(max(rss) / 2**20, 1) if rss else None,
             "rss_floor_mib": round(min(rss) / 2**20, 1) if rss else None,
-            "rss_mib_by_role": by_role,
+            "rss_mib_by_role": by_role, "cpu_by_role": cpu_shares(around),
+            "gpu_busy": round(sum(busy) / len(busy), 3) if busy else None,
         })  # fmt: skip
         at = stop
+    return out
+
+
+def describe(body: dict[str, Any]) -> str:
+    """A hostile body in a line: each field, with the length of what is long."""
+    parts = []
+    for key, value in body.items():
+        if isinstance(value, list):
+            inner = value[0] if value else None
+            size = f"{len(value)}x{len(inner)}" if isinstance(inner, (str, list)) else len(value)
+            parts.append(f"{key}[{size}]")
+        elif isinstance(value, str) and len(value) > 24:
+            parts.append(f"{key}({len(value)} chars)")
+        else:
+            parts.append(f"{key}={value!r}")
+    return ", ".join(parts)
+
+
+def per_hostile(records, hostile: list[dict], start: float) -> list[dict[str, Any]]:
+    """Each hostile body under load: how often it went, its statuses, its latency."""
+    out = []
+    for which, body in enumerate(hostile):
+        mine = [r for r in records if r[3] == which and r[0] >= start]
+        statuses: dict[str, int] = {}
+        for r in mine:
+            statuses[str(r[2])] = statuses.get(str(r[2]), 0) + 1
+        seconds = [r[1] * 1000 for r in mine]
+        out.append({
+            "body": describe(body), "sent": len(mine), "statuses": statuses,
+            "p50_ms": round(percentile(seconds, 50), 1) if seconds else None,
+            "max_ms": round(max(seconds), 1) if seconds else None,
+        })  # fmt: skip
     return out
 
 
@@ -217,7 +326,7 @@ def chart(report: dict[str, Any], path: Path) -> None:
 
     timeline = report["timeline"]
     t = [w["t"] / 60 for w in timeline]
-    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(8, 10), sharex=True)
     axes[0].plot(t, [w["req_per_s"] for w in timeline])
     axes[0].set_ylabel("valid req/s")
     axes[1].plot(t, [w["p99_ms"] for w in timeline], label="p99")
@@ -228,7 +337,14 @@ def chart(report: dict[str, Any], path: Path) -> None:
     axes[2].plot(t, [w.get("rss_floor_mib") for w in timeline], label="floor")
     axes[2].legend()
     axes[2].set_ylabel("server RSS (MiB)")
-    axes[2].set_xlabel("minutes")
+    roles = sorted({role for w in timeline for role in w.get("cpu_by_role", {})})
+    for role in roles:
+        axes[3].plot(t, [w.get("cpu_by_role", {}).get(role) for w in timeline], label=f"{role} CPU")
+    if any(w.get("gpu_busy") is not None for w in timeline):
+        axes[3].plot(t, [w.get("gpu_busy") for w in timeline], label="GPU busy", color="black")
+    axes[3].set_ylabel("cores / GPU share")
+    axes[3].legend(fontsize="small")
+    axes[3].set_xlabel("minutes")
     for ax in axes:
         ax.axvline(WARMUP_S / 60, color="grey", linestyle=":")
     config = report["config"]
@@ -288,8 +404,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with server:
         model = str(plugin.checkpoint or checkpoint)
         valid = [plugin.make_body(model, text, "float") for text in corpus.texts]
-        start, records, memory = asyncio.run(_load(server, valid, hostile_bodies(family), args))
-    timeline = windows(start, records, memory, start + args.minutes * 60)
+        hostile = hostile_bodies(family)
+        start, records, samples, gpu = asyncio.run(_load(server, valid, hostile, args))
+    timeline = windows(start, records, samples, start + args.minutes * 60, gpu)
     report = portable(
         {
             "benchmark": "vllm-factory soak",
@@ -310,6 +427,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             },
             "requests": len(records),
             "timeline": timeline,
+            "hostile": per_hostile(records, hostile, start),
             "verdicts": verdicts(records, timeline),
         }
     )

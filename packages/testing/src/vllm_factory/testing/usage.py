@@ -43,7 +43,7 @@ from vllm_factory.testing.bench_report import portable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Usage", "is_running", "process_tree", "profile_summary", "role_of"]
+__all__ = ["Usage", "cpu_seconds", "is_running", "process_tree", "profile_summary", "role_of"]
 
 _PROC = Path("/proc")
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -58,6 +58,12 @@ def _stat(pid: int) -> tuple[int, float] | None:
     # The command name (field 2) may hold spaces and parentheses: split after its last ")".
     fields = text[text.rindex(")") + 2 :].split()
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) ``pid`` has used; ``None`` once it is gone."""
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
 
 
 def is_running(pid: int) -> bool:
