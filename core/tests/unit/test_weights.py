@@ -41,6 +41,29 @@ def test_shape_mismatch_and_strict_missing_are_refused() -> None:
         load_by_name(Small(), [("proj.weight", torch.ones(3, 2))], strict=True)
 
 
+def test_caller_prefixes_rename_and_shards(caplog) -> None:
+    module = Small()
+    shards = []
+    module.proj.weight.weight_loader = lambda param, tensor, shard: shards.append(shard)
+
+    def rename(name: str):  # the checkpoint's "dense.<part>" is our "proj.<part>"
+        if name.startswith("dense."):
+            part = name.removeprefix("dense.")
+            return f"proj.{part}", ("q" if part == "weight" else None)
+        return None
+
+    weights = [
+        ("encoder.layer.dense.weight", torch.ones(3, 2)),
+        ("dense.bias", torch.arange(3.0)),
+        ("encoder.layer.head.weight", torch.ones(1)),  # no parameter: passed over
+    ]
+    with caplog.at_level("WARNING"):
+        loaded = load_by_name(module, weights, prefixes=("encoder.layer.",), rename=rename)
+    assert loaded == {"proj.weight", "proj.bias"} and shards == ["q"]
+    torch.testing.assert_close(module.proj.bias, torch.arange(3.0))
+    assert "norm.bias" in caplog.text  # not strict: the parameters left unloaded are named
+
+
 def test_stack_tensors_concatenates_each_group_in_parts_order() -> None:
     q, k, v, o = (torch.full((n, 2), float(n)) for n in (4, 2, 3, 5))
     weights = [
