@@ -106,7 +106,7 @@ def test_lstm_graphs_follow_the_switch_the_device_and_enforce_eager(monkeypatch)
     rnn = head().rnn
     assert rnn.takes_graphs(on_gpu) and not rnn.takes_graphs(torch.zeros(1))
     assert not head(cuda_graphs=False).rnn.takes_graphs(on_gpu)  # --enforce-eager
-    rnn._graphs_failed = True
+    rnn.graphs.failed = True
     assert not rnn.takes_graphs(on_gpu)
     monkeypatch.setenv(word_lstm.LSTM_GRAPHS_ENV, "0")
     assert not head().rnn.takes_graphs(on_gpu)
@@ -628,13 +628,13 @@ def test_span_graphs_fixed_shape_path_changes_no_score(monkeypatch, labels, pool
     ]
     monkeypatch.setenv(span_graphs.ROW_BUCKETS_ENV, "1")
     built = []
-    real = span_graphs.SpanGraphs._build
+    real = span_graphs.SpanGraphs._recipe
 
     def spy(self, *args):
         built.append(args[1:4])
         return real(self, *args)
 
-    monkeypatch.setattr(span_graphs.SpanGraphs, "_build", spy)
+    monkeypatch.setattr(span_graphs.SpanGraphs, "_recipe", spy)
     for prompts in steps:
         requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
         hidden = [torch.randn(len(r.token_ids), 12, dtype=torch.float64) for r in requests]

@@ -51,8 +51,8 @@ def test_graph_replays_match_cudnn_packed(dtype, width, monkeypatch):
         real = torch.cat([(got - expected)[row, :n] for row, n in enumerate(lengths.tolist())])
         worst, mean = real.abs().max().item(), real.abs().float().mean().item()
         assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
-    assert not rnn._graphs_failed
-    buckets = sorted((key[0], key[1]) for key in rnn._graphs)
+    assert not rnn.graphs.failed
+    buckets = sorted((key[0], key[1]) for key in rnn.graphs.buckets)
     assert buckets == [(4, GRAPH_STEPS), (16, 320), (64, 384)], buckets
 
 
@@ -73,7 +73,7 @@ def test_built_as_vllm_builds_it_cudnn_never_compacts_weights(dtype, monkeypatch
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         graphed = rnn(words, lengths)
-        assert rnn._graphs and not rnn._graphs_failed
+        assert rnn.graphs.buckets and not rnn.graphs.failed
         monkeypatch.setenv("VLLM_FACTORY_GLINER_LSTM_GRAPHS", "0")
         packed = rnn(words, lengths)
         torch.cuda.synchronize()
@@ -104,8 +104,8 @@ def test_two_stream_graphs_match_cudnn_packed(dtype, monkeypatch):
     torch.manual_seed(0)
     rnn = WordLSTM(512, 1).to("cuda", dtype).eval()
     replays_match_cudnn(rnn, 512, dtype, monkeypatch, "VLLM_FACTORY_GLINER_LSTM_TWO_STREAMS", "1")
-    assert not rnn._graphs_failed and rnn._branch is not None
-    assert all(two_streams for *_, two_streams, _ in rnn._graphs)
+    assert not rnn.graphs.failed and rnn._branch is not None
+    assert all(two_streams for *_, two_streams, _ in rnn.graphs.buckets)
 
 
 @pytest.mark.parametrize("width", [512, 768])
@@ -119,8 +119,8 @@ def test_graphs_of_the_per_step_kernel_match_cudnn_packed(width, monkeypatch):
     dtype = torch.bfloat16
     rnn = WordLSTM(width, 1).to("cuda", dtype).eval()
     replays_match_cudnn(rnn, width, dtype, monkeypatch, "VLLM_FACTORY_GLINER_LSTM_KERNEL", "steps")
-    assert not rnn._graphs_failed
-    assert all(step_kernel for *_, step_kernel in rnn._graphs), "each graph holds the kernel"
+    assert not rnn.graphs.failed
+    assert all(step_kernel for *_, step_kernel in rnn.graphs.buckets), "each graph holds the kernel"
 
 
 def replays_match_cudnn(rnn, width, dtype, monkeypatch, env: str, value: str) -> None:

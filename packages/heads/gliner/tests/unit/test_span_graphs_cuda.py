@@ -58,9 +58,9 @@ def test_replays_score_as_the_eager_head(dtype, monkeypatch):
             worst, mean = (a - b).abs().max().item(), (a - b).abs().mean().item()
             assert worst <= TOLERANCE[dtype][0] and mean <= TOLERANCE[dtype][1], (worst, mean)
     graphs = head.span_graphs
-    assert not graphs._failed
-    assert len(graphs._entries) == 2  # the mixed-label step scored eagerly
-    assert all(graph is not None for _, _, graph in graphs._entries.values())
+    assert not graphs.graphs.failed
+    assert len(graphs.graphs.buckets) == 2  # the mixed-label step scored eagerly
+    assert all(b.graph is not None for b in graphs.graphs.buckets.values())
 
 
 @torch.inference_mode()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from vllm_factory.core import envs
+from vllm_factory.heads.gliner.bucket_graphs import BucketGraphs, Recipe
 
 if TYPE_CHECKING:
     from vllm_factory.heads.gliner.head import GLiNERSpanHead
@@ -115,16 +116,13 @@ class SpanGraphs:
 
     def __init__(self, cuda_graphs: bool, limit: int = SPAN_GRAPHS_LIMIT) -> None:
         self.cuda_graphs = cuda_graphs  # False for an eager server (--enforce-eager)
-        self.limit = limit
-        self._entries: dict[tuple, tuple[list[torch.Tensor], torch.Tensor, object]] = {}
-        self._pool: object = None
-        self._failed = False
+        self.graphs = BucketGraphs("GLiNER span head", "scores eagerly", limit)
 
     def takes(self, words: torch.Tensor) -> bool:
         """Wanted (:func:`span_graphs_wanted`) and usable for ``words``: on a GPU when the
         server may capture graphs (not while another capture runs), or on the CPU (the eager
         fixed-shape path)."""
-        if self._failed or not span_graphs_wanted(words.device):
+        if self.graphs.failed or not span_graphs_wanted(words.device):
             return False
         if words.is_cuda:
             return self.cuda_graphs and not torch.cuda.is_current_stream_capturing()
@@ -149,25 +147,17 @@ class SpanGraphs:
         rows = RowBuckets(True).size(count)
         key = (rows, labels.shape[0], columns.shape[1], words.shape[1], words.dtype,
                words.device, span_kernel_backend())  # fmt: skip
-        entry = self._entries.get(key)
-        if entry is None:
-            if len(self._entries) >= self.limit:
-                return None
-            try:
-                entry = self._entries[key] = self._build(head, *key[:5], words.device)
-            except Exception:  # never raise in the engine: score eagerly from now on
-                logger.warning("GLiNER span head: CUDA graph capture failed; scores eagerly",
-                               exc_info=True)  # fmt: skip
-                self._failed = True
-                return None
-        inputs, out, graph = entry
-        for static, value in zip(inputs, (words, labels, first, length, columns)):
+        bucket = self.graphs.bucket(
+            key, words.device, lambda: self._recipe(head, *key[:5], words.device)
+        )
+        if bucket is None:
+            return None
+        for static, value in zip(bucket.inputs, (words, labels, first, length, columns)):
             static[: value.shape[0]].copy_(value)
-        if graph is None:  # the CPU: the same body on the same buffers, eagerly
-            out = self._body(head, inputs)
-        else:
-            graph.replay()  # type: ignore[attr-defined]
-        return out[:count]
+        if bucket.graph is None:  # the CPU: the same body on the same buffers, eagerly
+            return self._body(head, bucket.inputs)[:count]
+        bucket.graph.replay()
+        return bucket.out[:count]
 
     @staticmethod
     def _body(head: GLiNERSpanHead, inputs: list[torch.Tensor]) -> torch.Tensor:
@@ -175,7 +165,7 @@ class SpanGraphs:
         logits = head.span_logits(words, labels, first, length, columns, RowBuckets(False))
         return torch.sigmoid(logits.float())
 
-    def _build(
+    def _recipe(
         self,
         head: GLiNERSpanHead,
         rows: int,
@@ -184,7 +174,7 @@ class SpanGraphs:
         width: int,
         dtype: torch.dtype,
         device: torch.device,
-    ) -> tuple[list[torch.Tensor], torch.Tensor, object]:
+    ) -> Recipe:
         index = {"dtype": torch.long, "device": device}
         inputs = [
             torch.zeros(rows, width, dtype=dtype, device=device),
@@ -193,20 +183,5 @@ class SpanGraphs:
             torch.zeros(rows, **index),
             torch.zeros(rows, per_prompt, **index),
         ]
-        if device.type != "cuda":
-            return inputs, self._body(head, inputs), None
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):  # warm-up: cuBLAS and Triton choose outside the capture
-            self._body(head, inputs)
-        torch.cuda.current_stream(device).wait_stream(side)
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
-            out = self._body(head, inputs)
-        logger.info(
-            "GLiNER span head: CUDA graph captured for %d word rows x %d labels (%d a prompt)",
-            rows, label_rows, per_prompt,
-        )  # fmt: skip
-        return inputs, out, graph
+        what = f"{rows} word rows x {label_rows} labels ({per_prompt} a prompt)"
+        return inputs, lambda static: self._body(head, static), what

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from vllm_factory.core import envs
+from vllm_factory.heads.gliner.bucket_graphs import BucketGraphs, Recipe
 from vllm_factory.kernels import bidirectional_lstm, select_backend
 
 logger = logging.getLogger(__name__)
@@ -39,9 +40,7 @@ class WordLSTM(nn.Module):
         # use, after loading), and the CUDA graphs of :meth:`by_graph` per bucket.
         self._directions: list[tuple[nn.LSTM, nn.LSTM]] = []
         self._stacked: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
-        self._graphs: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]] = {}
-        self._graph_pool: object = None
-        self._graphs_failed = False
+        self.graphs = BucketGraphs("GLiNER BiLSTM", "runs cuDNN packed")
         self._branch: object = None  # the backward direction's stream (two-stream graphs)
 
     def forward(self, words: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -74,7 +73,7 @@ class WordLSTM(nn.Module):
         """Whether :meth:`by_graph` runs this call: not turned off (``lstm_graphs_wanted``), on
         a GPU, the server not eager, and no capture has failed."""
         return (
-            self.cuda_graphs and words.is_cuda and lstm_graphs_wanted() and not self._graphs_failed
+            self.cuda_graphs and words.is_cuda and lstm_graphs_wanted() and not self.graphs.failed
         )
 
     def by_directions(
@@ -150,61 +149,45 @@ class WordLSTM(nn.Module):
         key = (1 << (batch - 1).bit_length(), -(-steps // GRAPH_STEPS) * GRAPH_STEPS, width,
                words.dtype, words.device, lstm_two_streams_wanted(),
                lstm_step_kernel_wanted(words))  # fmt: skip
-        entry = self._graphs.get(key)
-        if entry is None:
-            try:
-                entry = self._graphs[key] = self._capture(*key)
-            except Exception:  # never raise in the engine: cuDNN's packed LSTM instead
-                logger.warning("GLiNER BiLSTM: CUDA graph capture failed; runs cuDNN packed",
-                               exc_info=True)  # fmt: skip
-                self._graphs_failed = True
-                return None
-        inputs, ends, out, graph = entry
+        bucket = self.graphs.bucket(key, words.device, lambda: self._recipe(*key))
+        if bucket is None:
+            return None
+        inputs, ends = bucket.inputs
         inputs[:batch, :steps].copy_(words)
         ends[:batch].copy_(lengths.to(torch.long).pin_memory(), non_blocking=True)
-        graph.replay()
-        return out[:batch, :steps].clone()
+        bucket.graph.replay()  # type: ignore[union-attr]
+        return bucket.out[:batch, :steps].clone()
 
-    def _capture(
+    def _recipe(
         self,
         batch: int,
         steps: int,
         width: int,
         dtype: torch.dtype,
         device: torch.device,
-        two_streams: bool = False,
-        step_kernel: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, object]:
-        inputs = torch.zeros(batch, steps, width, dtype=dtype, device=device)
-        ends = torch.zeros(batch, dtype=torch.long, device=device)
-        two_streams = two_streams and not step_kernel  # the kernel runs both directions at once
+        two_streams: bool,
+        step_kernel: bool,
+    ) -> Recipe:
+        """A bucket's static word vectors and text lengths, and what its graph holds: the
+        per-step kernel (both directions at once), or cuDNN's two directions, on two streams
+        where asked."""
+        static = [torch.zeros(batch, steps, width, dtype=dtype, device=device),
+                  torch.zeros(batch, dtype=torch.long, device=device)]  # fmt: skip
+        if step_kernel:
+            return (
+                static,
+                lambda s: self.by_kernel(*s, backend="triton", per_step=True),
+                (f"{batch} texts x {steps} words, the per-step kernel"),
+            )
         if two_streams and self._branch is None:
             self._branch = torch.cuda.Stream(device)
         branch = self._branch if two_streams else None
-
-        def layers() -> torch.Tensor:
-            if step_kernel:
-                return self.by_kernel(inputs, ends, backend="triton", per_step=True)
-            return self.by_directions(inputs, ends, branch)
-
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):  # warm-up: cuDNN picks its plans (Triton compiles) here
-            layers()
-        torch.cuda.current_stream(device).wait_stream(side)
-        if self._graph_pool is None:
-            self._graph_pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: what other threads of the engine do meanwhile (copies of the last
-        # step's outputs, say) neither breaks this capture nor is broken by it
-        with torch.cuda.graph(graph, pool=self._graph_pool, capture_error_mode="thread_local"):
-            out = layers()
-        logger.info(
-            "GLiNER BiLSTM: CUDA graph captured for %d texts x %d words%s", batch, steps,
-            ", the per-step kernel" if step_kernel
-            else ", directions on two streams" if branch is not None else "",
-        )  # fmt: skip
-        return inputs, ends, out, graph
+        how = ", directions on two streams" if branch is not None else ""
+        return (
+            static,
+            lambda s: self.by_directions(*s, branch),
+            f"{batch} texts x {steps} words{how}",
+        )
 
     def by_kernel(
         self,
