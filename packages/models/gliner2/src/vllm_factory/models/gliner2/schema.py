@@ -21,7 +21,7 @@ Validation errors are ``ValueError``s whose message starts with the offending fi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +115,16 @@ def _mapping(value: Any, path: str) -> Mapping:
     if not isinstance(value, Mapping):
         raise SchemaError(path, "must be an object")
     return value
+
+
+def _listed_objects(schema: Mapping, key: str, path: str) -> Iterator[tuple[str, Mapping]]:
+    """``schema[key]``, a list of objects (absent: none), item by item with its path."""
+    items = schema.get(key) or []
+    if not isinstance(items, list):
+        raise SchemaError(f"{path}.{key}", "must be a list")
+    for i, item in enumerate(items):
+        where = f"{path}.{key}[{i}]"
+        yield where, _mapping(item, where)
 
 
 def _items(value: Any, path: str, noun: str) -> list:
@@ -492,13 +502,8 @@ def build_form(schema: Mapping, path: str) -> SchemaPlan:
         if key not in allowed:
             raise SchemaError(f"{path}.{key}", "unknown schema key")
     out: dict[str, Any] = {}
-    structures = schema.get("json_structures") or []
-    if not isinstance(structures, list):
-        raise SchemaError(f"{path}.json_structures", "must be a list")
     out["json_structures"] = []
-    for i, item in enumerate(structures):
-        where = f"{path}.json_structures[{i}]"
-        item = _mapping(item, where)
+    for where, item in _listed_objects(schema, "json_structures", path):
         checked = {}
         for parent, fields in item.items():
             _name(parent, where, "structure name")
@@ -525,13 +530,8 @@ def build_form(schema: Mapping, path: str) -> SchemaPlan:
     for name in entities:
         _name(name, f"{path}.entities", "entity type")
     out["entities"] = dict(entities)
-    relations = schema.get("relations") or []
-    if not isinstance(relations, list):
-        raise SchemaError(f"{path}.relations", "must be a list")
     out["relations"] = []
-    for i, item in enumerate(relations):
-        where = f"{path}.relations[{i}]"
-        item = _mapping(item, where)
+    for where, item in _listed_objects(schema, "relations", path):
         for name, fields in item.items():
             _name(name, where, "relation type")
             fields = _mapping(fields, f"{where}.{name}")
@@ -541,9 +541,7 @@ def build_form(schema: Mapping, path: str) -> SchemaPlan:
                 _name(fname, f"{where}.{name}", "field name")
         out["relations"].append(dict(item))
     out["classifications"] = []
-    for i, config in enumerate(schema.get("classifications") or []):
-        where = f"{path}.classifications[{i}]"
-        config = _mapping(config, where)
+    for where, config in _listed_objects(schema, "classifications", path):
         _only(config, CLASSIFICATION_KEYS | {"task", "label_descriptions", "true_label"}, where)
         if "task" not in config or "labels" not in config:
             raise SchemaError(where, "needs 'task' and 'labels'")
