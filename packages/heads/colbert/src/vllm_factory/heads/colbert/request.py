@@ -22,11 +22,10 @@ MAX_TEXTS_PER_REQUEST = 1024
 MAX_CHARS_PER_TEXT = 1_000_000
 
 
-def _check_texts(texts: str | list[str]) -> None:
-    check_texts(texts, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
+class VectorsRequest(BaseModel):
+    """The fields every multi-vector request shares (ColBERT's, and ColPali's that adds
+    images): texts to encode, or a query and documents to score."""
 
-
-class ColBERTRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str | list[str] | None = None
@@ -46,9 +45,15 @@ class ColBERTRequest(BaseModel):
     @classmethod
     def _valid_texts(cls, value: str | list[str] | None) -> str | list[str] | None:
         if value is not None:
-            _check_texts(value)
+            check_texts(value, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
         return value
 
+    @property
+    def is_scoring(self) -> bool:
+        return self.query is not None
+
+
+class ColBERTRequest(VectorsRequest):
     def problem(self) -> tuple[str, str] | None:
         """(field, message) when the fields do not form one of the two request forms."""
         scoring = {"query", "documents", "top_k"} & self.model_fields_set
@@ -66,10 +71,6 @@ class ColBERTRequest(BaseModel):
         if self.text is None:
             return "data.text", "data.text: field required (or data.query and data.documents)"
         return embed_dtype_problem(self.encoding_format, self.embed_dtype)
-
-    @property
-    def is_scoring(self) -> bool:
-        return self.query is not None
 
     @property
     def bare_vectors(self) -> bool:
