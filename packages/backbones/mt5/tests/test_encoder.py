@@ -9,8 +9,10 @@ import torch
 from safetensors.torch import load_file
 from transformers import MT5Config, MT5EncoderModel, T5Config, T5EncoderModel
 from transformers.models.t5.modeling_t5 import T5Attention
-from vllm_factory.backbones.mt5 import GLINER_PREFIX, MT5Encoder, relative_position_bucket
+from vllm_factory.backbones.mt5 import MT5Encoder, relative_position_bucket
 
+# Names behind a wrapper's prefix (here GLiNER's), passed to ``load_weights``.
+WRAPPED = "token_rep_layer.bert_layer.model."
 # Several beyond max_distance (16), equal lengths adjacent (40, 40) and apart (17, 17).
 LENGTHS = [5, 40, 40, 17, 70, 1, 17, 23]
 
@@ -81,7 +83,7 @@ def hf_outputs(model, ids: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize(("mt5", "d_kv"), [(True, 32), (True, 64), (False, 32)])
 @pytest.mark.parametrize("min_fill", [1.0, 0.3])  # exact-length groups; padded groups
-@pytest.mark.parametrize("prefix", ["", GLINER_PREFIX])
+@pytest.mark.parametrize("prefix", ["", WRAPPED])
 def test_encoder_matches_hugging_face(vllm_context, tmp_path, mt5, d_kv, min_fill, prefix):
     config, model, state = tiny_checkpoint(tmp_path, mt5, d_kv)
     ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))

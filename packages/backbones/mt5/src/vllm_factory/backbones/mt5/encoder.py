@@ -3,12 +3,13 @@
 Shared token embedding (not scaled) -> N pre-norm blocks (RMS norm, unscaled self-attention
 with the relative position bias of the first block, RMS norm, feed-forward) -> final RMS
 norm. Dropout is ignored (inference only). Weight names are mapped from Hugging Face's
-``T5EncoderModel`` / ``MT5EncoderModel`` (also accepted inside a full T5 checkpoint or a
-GLiNER checkpoint) in ``load_weights``.
+``T5EncoderModel`` / ``MT5EncoderModel`` (also accepted inside a full T5 checkpoint, or behind
+a prefix the caller names) in ``load_weights``.
 
 Compiled by vLLM (``support_torch_compile``, inside an engine). On CPU engines (and on CUDA
 with the in-graph attention below turned off) attention, which needs the sequence layout, is
-the torch custom op ``vllm_factory::t5_attention``, added to vLLM's splitting ops. vLLM splits
+the torch custom op ``vllm_factory::t5_attention`` (``vllm_factory.kernels.t5_attention``),
+added to vLLM's splitting ops. vLLM splits
 the graph there, replays the rest (norms, projections, feed-forward) from piecewise CUDA graphs
 and runs the op eagerly between them: it groups the sequences and builds their bias masks once
 per step (shared by every layer, as T5 shares the bias) and writes into an output buffer the
@@ -46,21 +47,20 @@ from vllm.model_executor.layers.linear import (
     RowParallelLinear,
 )
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
-from vllm.model_executor.model_loader.weight_utils import default_weight_loader
-from vllm_factory.backbones.mt5.attention import SequenceGroups
-from vllm_factory.backbones.mt5.position_bias import position_bias, relative_position_bucket
 from vllm_factory.core import compat, envs
+from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
     fused_geglu,
     in_graph_attention_chosen,
     sequence_bounds,
 )
+from vllm_factory.kernels.packed_step_cache import cache_layouts_per_step
+from vllm_factory.kernels.t5_attention import T5_ATTENTION_OP
+from vllm_factory.kernels.t5_position_bias import relative_position_bucket
 
 vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
-
-# Where GLiNER stores its text encoder's Hugging Face model in a checkpoint.
-GLINER_PREFIX = "token_rep_layer.bert_layer.model."
-DEFAULT_PREFIXES = ("", GLINER_PREFIX)
+# The split-point op's layout, read once per model step (vLLM's forward context).
+cache_layouts_per_step(compat.step_cached)
 
 _ACTIVATIONS = {
     "relu": F.relu,
@@ -118,7 +118,7 @@ class RMSNorm(nn.Module):
         return x, residual
 
 
-ATTENTION_OP = "vllm_factory::t5_attention"
+ATTENTION_OP = T5_ATTENTION_OP
 IN_GRAPH_ATTENTION = envs.MT5_IN_GRAPH_ATTENTION
 IN_GRAPH_ATTENTION_ENV = IN_GRAPH_ATTENTION.name
 
@@ -132,43 +132,6 @@ def in_graph_attention_usable(vllm_config: Any) -> bool:
     if not wanted:
         envs.say_former_default(IN_GRAPH_ATTENTION)
     return in_graph_attention_chosen(compat.device_type(vllm_config), wanted)
-
-
-# The split point of the compiled encoder. It writes into ``out``, which the graph piece
-# before it allocated, rather than returning a tensor: under piecewise CUDA graphs the next
-# piece replays reading the addresses seen at capture.
-@torch.library.custom_op(ATTENTION_OP, mutates_args=("out",))
-def t5_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    positions: torch.Tensor,
-    table: torch.Tensor,
-    num_buckets: int,
-    max_distance: int,
-    first_head: int,
-    min_fill: float | None,
-    out: torch.Tensor,
-) -> None:
-    """Biased attention of packed ``[T, H, D]`` q/k/v (this rank's ``H`` heads from
-    ``first_head``; ``table`` ``[num_buckets, all heads]``) into ``out``."""
-    heads = q.shape[1]
-    local = slice(first_head, first_head + heads)
-
-    def bias(length: int) -> torch.Tensor:
-        return position_bias(table, length, num_buckets, max_distance, local).to(q.dtype)
-
-    groups = compat.step_cached(
-        ("t5", num_buckets, max_distance, first_head, min_fill, q.dtype),
-        positions,
-        lambda: SequenceGroups.from_positions(positions, bias, heads, min_fill),
-    )
-    groups.attend(q, k, v, out)
-
-
-@t5_attention.register_fake
-def _(q, k, v, positions, table, num_buckets, max_distance, first_head, min_fill, out):
-    return None
 
 
 @dataclass
@@ -355,31 +318,10 @@ class MT5Encoder(nn.Module):
     def load_weights(
         self,
         weights: Iterable[tuple[str, torch.Tensor]],
-        prefixes: Sequence[str] = DEFAULT_PREFIXES,
+        prefixes: Sequence[str] = (),
     ) -> set[str]:
         """Load Hugging Face ``(M)T5EncoderModel`` names, bare or behind one of ``prefixes``
-        (by default also GLiNER's ``token_rep_layer.bert_layer.model.``). Anything else
-        (decoder, LM head, a GLiNER head, a labels encoder) is skipped. Returns the names
-        of our parameters that were loaded."""
-        params = dict(self.named_parameters())
-        loaded: set[str] = set()
-        for name, tensor in weights:
-            mapped = None
-            for prefix in prefixes:
-                if name.startswith(prefix):
-                    mapped = map_hf_name(name[len(prefix) :])
-                    if mapped is not None:
-                        break
-            if mapped is None:
-                continue
-            target, shard = mapped
-            param = params.get(target)
-            if param is None:
-                continue  # e.g. a block beyond num_layers
-            loader = getattr(param, "weight_loader", default_weight_loader)
-            if shard is None:
-                loader(param, tensor)
-            else:
-                loader(param, tensor, shard)
-            loaded.add(target)
-        return loaded
+        (a model wrapping the encoder strips its own prefix first, as GLiNER's does). Anything
+        else (decoder, LM head, blocks beyond ``num_layers``) is passed over; parameters the
+        checkpoint lacks are logged. Returns the names of our parameters that were loaded."""
+        return load_by_name(self, weights, prefixes=prefixes, rename=map_hf_name)

@@ -1,4 +1,4 @@
-"""Bidirectional T5 attention over vLLM's packed token batch.
+"""Bidirectional T5 attention over vLLM's packed token batch, and its split-point op.
 
 vLLM hands an encoder one flat batch of whole prompts, back to back; a sequence starts where
 its position is 0. T5 adds a learned relative position bias to the (unscaled) scores, so no
@@ -10,6 +10,12 @@ A group is a set of sequences padded to its longest one. Sequences of one length
 padding, and when they are also adjacent in the batch, q/k/v are views of it (no copy).
 ``min_fill`` says how short a sequence may be to join a longer one's group: on CPU every
 padded score is paid for, so only equal lengths group (1.0); on GPU fewer, larger calls pay.
+
+``vllm_factory::t5_attention`` (:data:`T5_ATTENTION_OP`) is the split point of a compiled T5
+encoder: it reads the groups from the positions on the host, once per model step through the
+step cache the backbone installs (``packed_step_cache``), and writes into an output buffer the
+graph piece before it allocated (under piecewise CUDA graphs the piece after it replays reading
+the addresses seen at capture). Pure torch.
 """
 
 from __future__ import annotations
@@ -21,6 +27,11 @@ from itertools import pairwise
 import torch
 import torch.nn.functional as F
 from vllm_factory.core.packing import PackedLayout
+
+from .packed_step_cache import step_cached
+from .t5_position_bias import position_bias
+
+T5_ATTENTION_OP = "vllm_factory::t5_attention"
 
 # Materialised [G, H, L, L] masks of padded groups stay below this many elements.
 MAX_MASK_ELEMENTS = 1 << 27
@@ -133,3 +144,37 @@ class SequenceGroups:
             else:
                 out[g.target] = o.reshape(-1, heads, head_dim)[g.valid]
         return out.view(tokens, heads * head_dim)
+
+
+@torch.library.custom_op(T5_ATTENTION_OP, mutates_args=("out",))
+def t5_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    positions: torch.Tensor,
+    table: torch.Tensor,
+    num_buckets: int,
+    max_distance: int,
+    first_head: int,
+    min_fill: float | None,
+    out: torch.Tensor,
+) -> None:
+    """Biased attention of packed ``[T, H, D]`` q/k/v (this rank's ``H`` heads from
+    ``first_head``; ``table`` ``[num_buckets, all heads]``) into ``out``."""
+    heads = q.shape[1]
+    local = slice(first_head, first_head + heads)
+
+    def bias(length: int) -> torch.Tensor:
+        return position_bias(table, length, num_buckets, max_distance, local).to(q.dtype)
+
+    groups = step_cached(
+        ("t5", num_buckets, max_distance, first_head, min_fill, q.dtype),
+        positions,
+        lambda: SequenceGroups.from_positions(positions, bias, heads, min_fill),
+    )
+    groups.attend(q, k, v, out)
+
+
+@t5_attention.register_fake
+def _(q, k, v, positions, table, num_buckets, max_distance, first_head, min_fill, out):
+    return None
