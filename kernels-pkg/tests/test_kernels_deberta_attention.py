@@ -221,3 +221,50 @@ def test_relative_index_ignores_the_default_dtype():
             assert torch.equal(relative_position_index(512, 256, 256, 512), expected)
     finally:
         torch.set_default_dtype(before)
+
+
+# What compiled graphs and vLLM's splitting-ops lists see of the DeBERTa encoder's ops.
+OP_SCHEMAS = {
+    "deberta_attention": "(Tensor q, Tensor k, Tensor v, Tensor positions, Tensor? c2p, "
+    "Tensor? p2c, SymInt scale_factor, SymInt span, SymInt buckets, SymInt max_rel, "
+    "Tensor(a10!) out) -> ()",
+    "deberta_attention_rows": "(Tensor q, Tensor k, Tensor v, Tensor row_start, Tensor row_end, "
+    "Tensor? rel_index, Tensor? c2p, Tensor? p2c, SymInt scale_factor, SymInt max_seqlen, "
+    "Tensor(a10!) out) -> ()",
+    "deberta_conv": "(Tensor x, Tensor positions, Tensor weight, Tensor? bias, SymInt groups, "
+    "Tensor(a5!) out) -> ()",
+}
+
+
+@pytest.mark.parametrize("name", list(OP_SCHEMAS))
+def test_ops_write_into_the_callers_buffer(name: str) -> None:
+    """Under piecewise CUDA graphs the graph piece after a split point reads the addresses it
+    saw at capture, so each op writes into the buffer the piece before it allocated and
+    returns nothing (a returned tensor gave LFM2 vectors at cosine 0.13 on an H200)."""
+    import vllm_factory.kernels.deberta_ops  # noqa: F401  registers the ops
+
+    schema = getattr(torch.ops.vllm_factory, name).default._schema
+    assert str(schema) == f"vllm_factory::{name}{OP_SCHEMAS[name]}"
+    assert [a.name for a in schema.arguments if a.alias_info and a.alias_info.is_write] == ["out"]
+
+
+def test_ops_leave_no_row_of_the_buffer_unwritten() -> None:
+    """The graph allocates ``out`` with ``torch.empty``: whatever it held (NaN here) must not
+    survive in rows no sequence owns (stale positions before the first start), nor in a batch
+    with no sequence start at all."""
+    import vllm_factory.kernels.deberta_ops  # noqa: F401  registers the ops
+
+    torch.manual_seed(0)
+    positions = torch.cat([torch.arange(4, 7), torch.arange(5), torch.zeros(2, dtype=torch.long)])
+    q, k, v = (torch.randn(10, 2, 32) for _ in range(3))
+    scores = torch.randn(2, 10, 16)  # [H, T, 2 * span] relative scores
+    for rows in (positions, torch.arange(3, 13)):
+        out = torch.full_like(q, float("nan"))
+        torch.ops.vllm_factory.deberta_attention(q, k, v, rows, scores, scores, 3, 8, 8, 32, out)
+        assert torch.isfinite(out).all()
+        x = torch.randn(10, 8)
+        conv_out = torch.full_like(x, float("nan"))
+        weight = torch.randn(8, 8, 3)
+        torch.ops.vllm_factory.deberta_conv(x, rows, weight, None, 1, conv_out)
+        assert torch.isfinite(conv_out).all()
+    assert (out == 0).all()  # no sequence at all: every row zero

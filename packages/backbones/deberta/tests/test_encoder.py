@@ -86,21 +86,28 @@ def _hf_packed(model, ids: list[torch.Tensor]) -> torch.Tensor:
     return out[mask.bool()]
 
 
-@pytest.mark.parametrize("name", list(CONFIGS))
-def test_encoder_matches_hf(vllm_context, name: str) -> None:
+def _loaded(name: str, seed: int, state=None):
+    """The config, our encoder with ``name``'s HF weights (``state``: how the checkpoint names
+    them, bare by default) and a packed batch of ``LENGTHS`` random ids."""
     from vllm_factory.backbones.deberta import DebertaV2Encoder
 
     config, hf = _hf_model(name)
-    g = torch.Generator().manual_seed(1)
-    ids = [torch.randint(1, config.vocab_size, (n,), generator=g) for n in LENGTHS]
-    expected = _hf_packed(hf, ids)
-
     ours = DebertaV2Encoder(config).eval()
-    # The backbone as a task model (DebertaV2For*) stores it: under "deberta."
-    state = {f"deberta.{k}": v for k, v in hf.state_dict().items()}
-    loaded = ours.load_weights(state.items())
+    loaded = ours.load_weights((state or hf.state_dict()).items())
     assert loaded == {n for n, _ in ours.named_parameters()}
     finish_loading(ours)
+    g = torch.Generator().manual_seed(seed)
+    ids = [torch.randint(1, config.vocab_size, (n,), generator=g) for n in LENGTHS]
+    return config, hf, ours, ids
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_encoder_matches_hf(vllm_context, name: str) -> None:
+    _, hf = _hf_model(name)
+    # The backbone as a task model (DebertaV2For*) stores it: under "deberta."
+    state = {f"deberta.{k}": v for k, v in hf.state_dict().items()}
+    _, hf, ours, ids = _loaded(name, 1, state)
+    expected = _hf_packed(hf, ids)
     with torch.no_grad():
         out = ours(torch.cat(ids), torch.cat([torch.arange(n) for n in LENGTHS]))
     assert out.shape == expected.shape
@@ -110,7 +117,9 @@ def test_encoder_matches_hf(vllm_context, name: str) -> None:
     torch.testing.assert_close(first, out[5 : 5 + 37], atol=1e-5, rtol=1e-5)
 
 
-def test_gliner_prefix_and_foreign_weights(vllm_context) -> None:
+def test_callers_prefix_and_foreign_weights(vllm_context) -> None:
+    """A model whose checkpoint nests the encoder (GLiNER's ``token_rep_layer.bert_layer.model.``)
+    names its prefix; names under no prefix given, and other modules' names, are skipped."""
     from vllm_factory.backbones.deberta import DebertaV2Encoder
 
     config, hf = _hf_model("v3")
@@ -120,7 +129,8 @@ def test_gliner_prefix_and_foreign_weights(vllm_context) -> None:
         ("span_rep_layer.out_project.0.weight", torch.zeros(3, 3)),  # another module: skipped
         ("token_rep_layer.labels_encoder.model.embeddings.word_embeddings.weight", torch.zeros(3)),
     ]
-    loaded = ours.load_weights(weights)
+    assert ours.load_weights(weights) == set()  # not a prefix the backbone knows
+    loaded = ours.load_weights(weights, prefixes=("token_rep_layer.bert_layer.model.",))
     assert loaded == {n for n, _ in ours.named_parameters()}
     torch.testing.assert_close(
         ours.encoder.rel_embeddings.weight, hf.encoder.rel_embeddings.weight, atol=0, rtol=0
@@ -154,18 +164,6 @@ def test_layout_ops_split_the_compiled_graph(vllm_context) -> None:
     ]
 
 
-@pytest.mark.parametrize("name", ["deberta_attention", "deberta_conv"])
-def test_split_points_write_into_the_callers_buffer(name: str) -> None:
-    """Under piecewise CUDA graphs the graph piece after a split point reads the addresses it
-    saw at capture, so each op writes into the buffer the piece before it allocated and
-    returns nothing (a returned tensor gave LFM2 vectors at cosine 0.13 on an H200)."""
-    import vllm_factory.backbones.deberta.encoder  # noqa: F401  registers the ops
-
-    schema = getattr(torch.ops.vllm_factory, name).default._schema
-    assert not schema.returns
-    assert [a.name for a in schema.arguments if a.alias_info and a.alias_info.is_write] == ["out"]
-
-
 def _padded_run(ours, ids: list[torch.Tensor], tail: int, stale: int = 0) -> torch.Tensor:
     """The batch as vLLM hands it to a CUDA graph padded by ``tail`` tokens (position 0
     each); ``stale`` leading tokens with positions left over from an earlier step."""
@@ -181,14 +179,7 @@ def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, name: str)
     """vLLM pads a batch to a captured size with tokens at position 0: each is a sequence of
     its own and the real ones come out as without padding. A dummy run's stale positions
     before the first start yield zeros from the ops rather than raising in the engine."""
-    from vllm_factory.backbones.deberta import DebertaV2Encoder
-
-    config, hf = _hf_model(name)
-    ours = DebertaV2Encoder(config).eval()
-    ours.load_weights(hf.state_dict().items())
-    finish_loading(ours)
-    g = torch.Generator().manual_seed(2)
-    ids = [torch.randint(1, config.vocab_size, (n,), generator=g) for n in LENGTHS]
+    _, _, ours, ids = _loaded(name, 2)
     plain = _padded_run(ours, ids, tail=0)
     padded = _padded_run(ours, ids, tail=11)
     torch.testing.assert_close(padded[: plain.shape[0]], plain, atol=1e-6, rtol=1e-6)
@@ -200,42 +191,13 @@ def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, name: str)
         assert torch.isfinite(ours(torch.full((6,), 5), torch.arange(2, 8))).all()
 
 
-def test_ops_leave_no_row_of_the_buffer_unwritten() -> None:
-    """The graph allocates ``out`` with ``torch.empty``: whatever it held (NaN here) must not
-    survive in rows no sequence owns (stale positions before the first start), nor in a batch
-    with no sequence start at all."""
-    import vllm_factory.backbones.deberta.encoder  # noqa: F401  registers the ops
-
-    torch.manual_seed(0)
-    positions = torch.cat([torch.arange(4, 7), torch.arange(5), torch.zeros(2, dtype=torch.long)])
-    q, k, v = (torch.randn(10, 2, 32) for _ in range(3))
-    scores = torch.randn(2, 10, 16)  # [H, T, 2 * span] relative scores
-    for rows in (positions, torch.arange(3, 13)):
-        out = torch.full_like(q, float("nan"))
-        torch.ops.vllm_factory.deberta_attention(q, k, v, rows, scores, scores, 3, 8, 8, 32, out)
-        assert torch.isfinite(out).all()
-        x = torch.randn(10, 8)
-        conv_out = torch.full_like(x, float("nan"))
-        weight = torch.randn(8, 8, 3)
-        torch.ops.vllm_factory.deberta_conv(x, rows, weight, None, 1, conv_out)
-        assert torch.isfinite(conv_out).all()
-    assert (out == 0).all()  # no sequence at all: every row zero
-
-
 @pytest.mark.parametrize("name", ["v3", "v2_separate", "absolute_only"])
 def test_in_graph_attention_matches_the_split_point_op(vllm_context, name: str) -> None:
     """The attention a CUDA engine with Triton takes (``ROWS_OP``: sequence bounds from the
     positions on the device, no split point) gives the split-point op's rows, with graph
     padding and a dummy run's stale positions too (on the CPU its fallback runs; the Triton
     kernel is checked against Hugging Face in the kernels' interpreter suite)."""
-    from vllm_factory.backbones.deberta import DebertaV2Encoder
-
-    config, hf = _hf_model(name)
-    ours = DebertaV2Encoder(config).eval()
-    ours.load_weights(hf.state_dict().items())
-    finish_loading(ours)
-    g = torch.Generator().manual_seed(3)
-    ids = [torch.randint(1, config.vocab_size, (n,), generator=g) for n in LENGTHS]
+    config, _, ours, ids = _loaded(name, 3)
     split = [_padded_run(ours, ids, tail=t, stale=s) for t, s in ((0, 0), (5, 4))]
     ours.encoder.use_rows_attention(config.max_position_embeddings)
     rows = [_padded_run(ours, ids, tail=t, stale=s) for t, s in ((0, 0), (5, 4))]

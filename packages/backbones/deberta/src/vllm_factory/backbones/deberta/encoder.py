@@ -8,8 +8,8 @@ Attention is ``flash_deberta_attention`` (Triton on CUDA, the PyTorch fallback e
 
 Compiled by vLLM (``support_torch_compile``, inside an engine): everything that needs the
 sequence layout (attention and DeBERTa-v2's convolution) is a torch custom op,
-``vllm_factory::deberta_attention`` / ``vllm_factory::deberta_conv``, added to vLLM's
-splitting ops. vLLM splits the graph there, replays the projections, norms and MLPs from
+``vllm_factory::deberta_attention`` / ``vllm_factory::deberta_conv`` (registered by
+``vllm_factory.kernels.deberta_ops``), added to vLLM's splitting ops. vLLM splits the graph there, replays the projections, norms and MLPs from
 piecewise CUDA graphs, and runs the ops eagerly between them: they read the layout from the
 positions once per step (shared by every layer) and write into an output buffer the graph
 allocated. When vLLM pads a batch for a CUDA graph, the padding tokens have position 0, so
@@ -29,30 +29,25 @@ from torch import nn
 from vllm.compilation.decorators import support_torch_compile
 from vllm.model_executor.layers.linear import ColumnParallelLinear, RowParallelLinear
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
-from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm_factory.core import compat, envs
-from vllm_factory.core.packing import PackedLayout
+from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
-    deberta_attention_by_rows,
-    flash_deberta_attention,
     fused_add_layernorm,
     fused_layernorm,
     in_graph_attention_chosen,
+    packed_step_cache,
     relative_position_index,
     relative_scores,
     sequence_bounds,
 )
+from vllm_factory.kernels.deberta_ops import ATTENTION_OP, CONV_OP
 
 logger = logging.getLogger(__name__)
 
-# Where checkpoints keep a DebertaV2Model: HF task heads (``deberta.``), wrappers (``model.``),
-# GLiNER (``token_rep_layer.bert_layer.model.``). Tried in order after the bare name.
-WEIGHT_PREFIXES: tuple[str, ...] = (
-    "deberta.",
-    "model.",
-    "token_rep_layer.bert_layer.model.",
-    "bert_layer.model.",
-)
+# Where checkpoints keep a DebertaV2Model: HF task heads (``deberta.``), wrappers (``model.``).
+# Tried in order after the bare name; a model whose checkpoint nests the encoder deeper (GLiNER,
+# GLiNER2) strips its own prefix first.
+WEIGHT_PREFIXES: tuple[str, ...] = ("deberta.", "model.")
 
 _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu,
@@ -85,137 +80,10 @@ def relative_positions(config) -> tuple[int, int, int]:
     return span, buckets, max_rel
 
 
-@dataclass
-class PackedSequences:
-    """Sequence boundaries of vLLM's packed batch, computed once per forward."""
-
-    layout: PackedLayout
-    rel_index: torch.Tensor | None  # relative-position bucket table, shared by all layers
-
-    @classmethod
-    def from_positions(cls, positions: torch.Tensor, span: int, buckets: int, max_rel: int):
-        layout = PackedLayout(positions)
-        rel_index = None
-        if span and layout.max_seqlen:
-            rel_index = relative_position_index(
-                layout.max_seqlen, span, buckets, max_rel, positions.device
-            )
-        return cls(layout, rel_index)
-
-    @property
-    def cu_seqlens(self) -> torch.Tensor:
-        return self.layout.cu_seqlens
-
-    @property
-    def max_seqlen(self) -> int:
-        return self.layout.max_seqlen
-
-    def _flat(self) -> torch.Tensor:
-        """Slot of each packed token in the flattened ``[B * L]`` padded batch."""
-        return self.layout.seq_of_token * self.max_seqlen + self.layout.positions.long()
-
-    def pad(self, packed: torch.Tensor) -> torch.Tensor:
-        """``[T, C]`` -> ``[B, L, C]`` with zeros past each sequence's end."""
-        batch, length = self.layout.num_seqs, self.max_seqlen
-        out = packed.new_zeros(batch * length, packed.shape[-1])
-        out[self._flat()] = packed
-        return out.view(batch, length, -1)
-
-    def unpad(self, padded: torch.Tensor) -> torch.Tensor:
-        return padded.reshape(-1, padded.shape[-1])[self._flat()]
-
-
-ATTENTION_OP = "vllm_factory::deberta_attention"
-CONV_OP = "vllm_factory::deberta_conv"
-
-
-def owned_layout(
-    positions: torch.Tensor, span: int, buckets: int, max_rel: int
-) -> tuple[int, PackedSequences]:
-    """The first row that a sequence owns, and the layout (with its relative-position table)
-    of the rows from it; built once per model step. Rows before the first start (only a dummy
-    run with stale positions has them) belong to no sequence; the kernels need every row they
-    see to be in one."""
-
-    def build() -> tuple[int, PackedSequences]:
-        packed = PackedSequences.from_positions(positions, span, buckets, max_rel)
-        starts = packed.layout.host_starts
-        first = starts[0] if starts else positions.numel()
-        if 0 < first < positions.numel():
-            packed = PackedSequences.from_positions(positions[first:], span, buckets, max_rel)
-        return first, packed
-
-    return compat.step_cached(("deberta", span, buckets, max_rel), positions, build)
-
-
-# The split points of the compiled encoder. Each writes into ``out``, which the graph piece
-# before it allocated, rather than returning a tensor: under piecewise CUDA graphs the next
-# piece replays reading the addresses seen at capture (vLLM's attention ops take an output
-# buffer for the same reason).
-@torch.library.custom_op(ATTENTION_OP, mutates_args=("out",))
-def packed_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    positions: torch.Tensor,
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    scale_factor: int,
-    span: int,
-    buckets: int,
-    max_rel: int,
-    out: torch.Tensor,
-) -> None:
-    """``flash_deberta_attention`` of packed ``[T, H, D]`` q/k/v into ``out``, with the
-    relative scores ``[H, T, 2 * span]`` the graph piece before it computed (one launch per
-    layer between the pieces)."""
-    first, packed = owned_layout(positions, span, buckets, max_rel)
-    if first < q.shape[0]:
-        o = slice(first, None)
-        flash_deberta_attention(
-            q[o], k[o], v[o], packed.cu_seqlens, packed.max_seqlen, scale_factor=scale_factor,
-            rel_index=packed.rel_index, c2p=None if c2p is None else c2p[:, o],
-            p2c=None if p2c is None else p2c[:, o], out=out[o],
-        )  # fmt: skip
-    if first:
-        out[:first].zero_()
-
-
-@packed_attention.register_fake
-def _(q, k, v, positions, c2p, p2c, scale_factor, span, buckets, max_rel, out):
-    return None
-
-
-ROWS_OP = "vllm_factory::deberta_attention_rows"
-
-
-# On CUDA with Triton the attention needs no host data: each row's sequence bounds come from
-# the positions on the device (``sequence_bounds``, once per step, in the compiled graph), so
-# the op stays inside the graph and its CUDA graphs (no split point, no sync per step).
-@torch.library.custom_op(ROWS_OP, mutates_args=("out",))
-def rows_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    row_start: torch.Tensor,
-    row_end: torch.Tensor,
-    rel_index: torch.Tensor | None,
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    scale_factor: int,
-    max_seqlen: int,
-    out: torch.Tensor,
-) -> None:
-    """``deberta_attention_by_rows`` of packed ``[T, H, D]`` q/k/v into ``out``."""
-    deberta_attention_by_rows(
-        q, k, v, row_start, row_end, max_seqlen, rel_index=rel_index, c2p=c2p, p2c=p2c,
-        scale_factor=scale_factor, out=out,
-    )  # fmt: skip
-
-
-@rows_attention.register_fake
-def _(q, k, v, row_start, row_end, rel_index, c2p, p2c, scale_factor, max_seqlen, out):
-    return None
+# The ops (vllm_factory::deberta_attention / deberta_conv, the split points, and
+# vllm_factory::deberta_attention_rows, in the graph) live in the kernels wheel; the layout the
+# split points read from the positions is kept for one model step on vLLM's forward context.
+packed_step_cache.cache_layouts_per_step(compat.step_cached)
 
 
 # On by default on CUDA engines, "0" turns it off (the attention is then a split point). GPU-
@@ -228,10 +96,11 @@ IN_GRAPH_ATTENTION_ENV = IN_GRAPH_ATTENTION.name
 
 
 def rows_attention_usable(vllm_config: Any) -> bool:
-    """Whether the in-graph attention (:data:`ROWS_OP`) serves this engine: on a CUDA device
-    with Triton usable, unless ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=0``; otherwise (and on
-    CPU engines, with ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine) the attention is a
-    split point that reads the layout on the host."""
+    """Whether the in-graph attention (``vllm_factory::deberta_attention_rows``) serves this
+    engine: on a CUDA device with Triton usable, unless
+    ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=0``; otherwise (and on CPU engines, with
+    ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine) the attention is a split point that
+    reads the layout on the host."""
     wanted = envs.get(IN_GRAPH_ATTENTION)
     if not wanted:
         envs.say_former_default(IN_GRAPH_ATTENTION)
@@ -246,29 +115,6 @@ class RowBounds:
     end: torch.Tensor
     rel_index: torch.Tensor | None
     max_seqlen: int
-
-
-@torch.library.custom_op(CONV_OP, mutates_args=("out",))
-def packed_conv(
-    x: torch.Tensor,
-    positions: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    groups: int,
-    out: torch.Tensor,
-) -> None:
-    """1-D convolution of each packed sequence on its own (zero padding at both ends)."""
-    first, packed = owned_layout(positions, 0, -1, -1)
-    if first < x.shape[0]:
-        padded = packed.pad(x[first:]).transpose(1, 2)
-        conv = F.conv1d(padded, weight, bias, padding=(weight.shape[-1] - 1) // 2, groups=groups)
-        out[first:].copy_(packed.unpad(conv.transpose(1, 2)))
-    out[:first].zero_()
-
-
-@packed_conv.register_fake
-def _(x, positions, weight, bias, groups, out):
-    return None
 
 
 class LayerNorm(nn.Module):
@@ -461,8 +307,8 @@ class ConvLayer(nn.Module):
 
 class Encoder(nn.Module):
     def __init__(self, config, prefix: str = "", rows_max_seqlen: int = 0) -> None:
-        """``rows_max_seqlen`` > 0: attention through :data:`ROWS_OP` for sequences of at
-        most that many tokens (0: through the split-point op)."""
+        """``rows_max_seqlen`` > 0: attention through ``vllm_factory::deberta_attention_rows``
+        for sequences of at most that many tokens (0: through the split-point op)."""
         super().__init__()
         self.config = config
         self.layer = nn.ModuleList(
@@ -482,8 +328,9 @@ class Encoder(nn.Module):
             self.use_rows_attention(rows_max_seqlen)
 
     def use_rows_attention(self, max_seqlen: int) -> None:
-        """Attention through :data:`ROWS_OP` (no split point, no host data) for sequences of
-        at most ``max_seqlen`` tokens, with one relative-position table for every step."""
+        """Attention through ``vllm_factory::deberta_attention_rows`` (no split point, no host
+        data) for sequences of at most ``max_seqlen`` tokens, with one relative-position table
+        for every step."""
         self.rows_max_seqlen = max_seqlen
         if self.relative_attention:
             span, buckets, max_rel = relative_positions(self.config)
@@ -551,23 +398,7 @@ class DebertaV2Encoder(nn.Module):
     ) -> set[str]:
         """Load HF ``DebertaV2Model`` names, bare or under one of ``prefixes``.
 
-        Names that match no parameter (task heads, ``position_ids``, a GLiNER checkpoint's
-        other modules) are skipped; the returned set holds the loaded parameter names.
+        Names that match no parameter (task heads, ``position_ids``) are skipped; the returned
+        set holds the loaded parameter names.
         """
-        params = dict(self.named_parameters())
-        loaded: set[str] = set()
-        for name, tensor in weights:
-            local = name if name in params else None
-            for prefix in prefixes:
-                if local is None and name.startswith(prefix) and name[len(prefix) :] in params:
-                    local = name[len(prefix) :]
-            if local is None:
-                continue
-            param = params[local]
-            loader = getattr(param, "weight_loader", default_weight_loader)
-            loader(param, tensor)
-            loaded.add(local)
-        missing = set(params) - loaded
-        if missing:
-            logger.warning("DeBERTa weights not found in the checkpoint: %s", sorted(missing))
-        return loaded
+        return load_by_name(self, weights, prefixes=prefixes)
