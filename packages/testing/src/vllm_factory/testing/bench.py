@@ -281,6 +281,12 @@ def repo_root() -> Path:
     return here
 
 
+def bench_artifacts(name: str) -> Path:
+    """``.artifacts/<name>-bench/`` of the repository: where a package's bench keeps what it
+    builds (checkpoints, inputs), apart from the parity references."""
+    return repo_root() / ".artifacts" / f"{name}-bench"
+
+
 # -- configuration ------------------------------------------------------------------------------
 
 
@@ -466,6 +472,15 @@ def word_stream(pool: Sequence[str], n_words: int, rng: random.Random) -> list[s
     return _sentences([rng.choice(pool) for _ in range(n_words)], rng)
 
 
+def pool_texts(
+    source_texts: Sequence[str], word_counts: Sequence[int], rng: random.Random
+) -> list[str]:
+    """One text of each of ``word_counts`` words, drawn with ``rng`` from the :func:`word_pool`
+    of ``source_texts`` as the bench draws its own (a checkpoint's calibration texts)."""
+    pool = word_pool(source_texts)
+    return [" ".join(word_stream(pool, n, rng)) for n in word_counts]
+
+
 def make_text(
     target: int, pool: Sequence[str], count: Callable[[str], int], rng: random.Random
 ) -> tuple[str, int]:
@@ -484,15 +499,9 @@ def make_text(
         if longer == grown:  # the model reads no further
             return _shortest_reaching(words, grown, count)
         grown = longer
-    low, high = 1, len(words)  # invariant: count(words[:low]) <= target < count(words[:high])
     if count(words[0]) > target:
         raise ValueError(f"cannot build a text of at most {target} tokens")
-    while high - low > 1:
-        mid = (low + high) // 2
-        if count(" ".join(words[:mid])) <= target:
-            low = mid
-        else:
-            high = mid
+    low, _ = _prefix_bound(words, 1, len(words), lambda text: count(text) > target)
     text = " ".join(words[:low])
     return text, count(text)
 
@@ -502,15 +511,24 @@ def _shortest_reaching(
 ) -> tuple[str, int]:
     """The shortest prefix of ``words`` that counts ``tokens`` tokens (count never falls as
     words are added)."""
-    low, high = 0, len(words)  # invariant: count(words[:low]) < tokens <= count(words[:high])
+    _, high = _prefix_bound(words, 0, len(words), lambda text: count(text) >= tokens)
+    text = " ".join(words[:high])
+    return text, count(text)
+
+
+def _prefix_bound(
+    words: list[str], low: int, high: int, past: Callable[[str], bool]
+) -> tuple[int, int]:
+    """Bisection over prefixes of ``words``: ``past`` is false for the first ``low`` words and
+    true for the first ``high`` (and monotone in between); returns the adjacent ``low, high``
+    where it turns."""
     while high - low > 1:
         mid = (low + high) // 2
-        if count(" ".join(words[:mid])) >= tokens:
+        if past(" ".join(words[:mid])):
             high = mid
         else:
             low = mid
-    text = " ".join(words[:high])
-    return text, count(text)
+    return low, high
 
 
 def build_corpus(

@@ -41,6 +41,25 @@ def session_value(name: str, value: Any) -> Callable:
     return fixture
 
 
+def reference_fixtures(package_fixture: str) -> tuple[Callable, Callable]:
+    """The session fixtures ``reference_dir`` (the built reference folder of the package that
+    the session fixture ``package_fixture`` holds, through its ``reference``) and
+    ``checkpoint`` (that folder's ``checkpoint/``), for a family module to assign::
+
+        reference_dir, checkpoint = reference_fixtures("<family>_package")
+    """
+
+    @pytest.fixture(scope="session", name="reference_dir")
+    def reference_dir(request: pytest.FixtureRequest) -> Path:
+        return request.getfixturevalue(package_fixture).reference.reference_dir()
+
+    @pytest.fixture(scope="session", name="checkpoint")
+    def checkpoint(reference_dir: Path) -> Path:
+        return reference_dir / "checkpoint"
+
+    return reference_dir, checkpoint
+
+
 def fixture_names(namespace: Mapping[str, Any]) -> list[str]:
     """The fixtures defined in ``namespace``: with the marker hook, the ``__all__`` of a
     family's fixture module (all that the package's star import should bring in)."""

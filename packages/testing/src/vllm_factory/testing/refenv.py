@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import sys
 import venv
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from vllm_factory.testing import pipconfig
 
@@ -138,6 +140,17 @@ def script_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment reference scripts run in: offline, :data:`SCRIPTS` on ``PYTHONPATH``."""
     path = os.pathsep.join(filter(None, [str(SCRIPTS), os.environ.get("PYTHONPATH", "")]))
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path, **(extra or {})}
+
+
+def package_reference(package: Path) -> Any:
+    """``REFERENCE`` of the package's own ``reference/<name>_reference.py`` (its family kit's
+    reference object, e.g. a ``ColBERTReference``)."""
+    path = package / "reference" / f"{package.name}_reference.py"
+    spec = importlib.util.spec_from_file_location(f"{package.name}_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.REFERENCE
 
 
 def artifact_dir(name: str, inputs: Sequence[Path], root: Path | None = None) -> Path:

@@ -30,11 +30,11 @@ from vllm_factory.testing.bench import (
     BenchConfig,
     PluginSpec,
     ServerSpec,
+    bench_artifacts,
     encoding_fields,
-    repo_root,
 )
-from vllm_factory.testing.colbert.references import KIT_INPUTS, package_reference, pylate_env
-from vllm_factory.testing.refenv import GivenPython, cached_artifact
+from vllm_factory.testing.colbert.references import KIT_INPUTS, pylate_env
+from vllm_factory.testing.refenv import GivenPython, cached_artifact, package_reference
 
 SEED = 0
 SETTINGS = "config_sentence_transformers.json"
@@ -121,7 +121,7 @@ class ColBERTBenchSpec(PluginSpec):
             self.reference.build_checkpoint(target, size="bench", seed=SEED, env=env)
 
         inputs = [self.reference.builder, self.reference.CORPUS, *KIT_INPUTS]
-        root = repo_root() / ".artifacts" / f"{self.name}-bench"
+        root = bench_artifacts(self.name)
         return cached_artifact(f"checkpoint-bench-seed{SEED}", inputs, build, root=root)
 
     def max_model_len(self, checkpoint: Path, max_tokens: int) -> int:

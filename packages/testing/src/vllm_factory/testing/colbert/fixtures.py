@@ -13,13 +13,15 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-from vllm_factory.testing.colbert.references import ColBERTReference, package_reference
+from vllm_factory.testing.colbert.references import ColBERTReference
 from vllm_factory.testing.fixtures import (
     fixture_names,
     package_dir,
     pytest_configure,
+    reference_fixtures,
     session_value,
 )
+from vllm_factory.testing.refenv import package_reference
 
 
 class ColBERTPackage(NamedTuple):
@@ -51,14 +53,7 @@ def package_fixture(conftest_file: str | Path) -> Callable:
     return session_value("colbert_package", load_package(package_dir(conftest_file)))
 
 
-@pytest.fixture(scope="session")
-def reference_dir(colbert_package: ColBERTPackage) -> Path:
-    return colbert_package.reference.reference_dir()
-
-
-@pytest.fixture(scope="session")
-def checkpoint(reference_dir: Path) -> Path:
-    return reference_dir / "checkpoint"
+reference_dir, checkpoint = reference_fixtures("colbert_package")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,6 @@ short ``reference/<name>_reference.py``::
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
@@ -114,13 +113,3 @@ class ColBERTReference:
     def exports(self):
         """``CORPUS, build_checkpoint, reference_dir`` for the package module."""
         return self.CORPUS, self.build_checkpoint, self.reference_dir
-
-
-def package_reference(package_dir: Path) -> ColBERTReference:
-    """``REFERENCE`` of the package's own ``reference/<name>_reference.py``."""
-    name = package_dir.name
-    path = package_dir / "reference" / f"{name}_reference.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.REFERENCE

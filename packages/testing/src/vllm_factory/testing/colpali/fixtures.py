@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import importlib
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +20,10 @@ from vllm_factory.testing.fixtures import (
     fixture_names,
     package_dir,
     pytest_configure,
+    reference_fixtures,
     session_value,
 )
+from vllm_factory.testing.refenv import package_reference
 
 # The server's image limits in these suites (small, so the limit tests stay cheap).
 MAX_PIXELS, MAX_BYTES = 4_000_000, 4 * 1024 * 1024
@@ -36,15 +37,6 @@ class ColPaliPackage(NamedTuple):
     @property
     def name(self) -> str:
         return self.io_processor.removesuffix("_io")
-
-
-def package_reference(package: Path) -> ColPaliReference:
-    """``REFERENCE`` of the package's own ``reference/<name>_reference.py``."""
-    path = package / "reference" / f"{package.name}_reference.py"
-    spec = importlib.util.spec_from_file_location(f"{package.name}_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.REFERENCE
 
 
 def load_package(package: Path) -> ColPaliPackage:
@@ -64,14 +56,7 @@ class Corpus(NamedTuple):
     images: list[Path]  # the test images, in corpus order
 
 
-@pytest.fixture(scope="session")
-def reference_dir(colpali_package: ColPaliPackage) -> Path:
-    return colpali_package.reference.reference_dir()
-
-
-@pytest.fixture(scope="session")
-def checkpoint(reference_dir: Path) -> Path:
-    return reference_dir / "checkpoint"
+reference_dir, checkpoint = reference_fixtures("colpali_package")
 
 
 @pytest.fixture(scope="session")

@@ -39,9 +39,8 @@ from vllm_factory.testing.bench import (
     BenchConfig,
     PackageBenchSpec,
     ServerSpec,
-    repo_root,
-    word_pool,
-    word_stream,
+    bench_artifacts,
+    pool_texts,
 )
 from vllm_factory.testing.gliner.gliner_serve import (
     ROUTE,
@@ -154,7 +153,7 @@ def bench_checkpoint(
 
     variant = f"-{reference.variant}" if reference.variant else ""
     inputs = [reference.builder, *KIT_INPUTS]
-    root = repo_root() / ".artifacts" / f"{package.replace('_', '-')}-bench"
+    root = bench_artifacts(package.replace("_", "-"))
     settings = json.dumps([texts, labels, threshold, device, dtype]).encode()
     calibration = hashlib.sha256(settings).hexdigest()
     name = f"checkpoint{variant}-bench-seed{SEED}-cal{calibration[:8]}"
@@ -189,13 +188,12 @@ class GLiNERBenchSpec(PackageBenchSpec):
         without ``lengths``, 2 short, 3 of ~128 and 3 of ~512 tokens (the word / token ratio of
         :meth:`flops_per_sequence`)."""
         rng = random.Random(SEED + 1)
-        pool = word_pool(self.word_texts())
         if lengths is None:
             counts = list(MIXED_WORDS)
         else:  # shuffled: the builder's levelling and calibration parts both hold the mix
             counts = calibration_words(lengths, rng)
             rng.shuffle(counts)
-        return [" ".join(word_stream(pool, n, rng)) for n in counts]
+        return pool_texts(self.word_texts(), counts, rng)
 
     def checkpoint_notes(self, checkpoint: Path) -> dict:
         """The calibration the checkpoint builder measured with gliner (``calibration.json``

@@ -11,12 +11,14 @@ model's judgement. Needs vLLM and httpx.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -33,7 +35,10 @@ def _prepare(checkpoint: Path, served: Path) -> None:
     subprocess.run([*command, str(checkpoint), str(served)], check=True)
 
 
-def run_demo(reference: ModuleType) -> None:
+@contextlib.contextmanager
+def _served(reference: object) -> Iterator[tuple[VllmServer, Path, Path]]:
+    """The reference's tiny checkpoint prepared (:func:`_prepare`) and served: yields the
+    running server, the checkpoint and a scratch folder of the demo's own."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     checkpoint = reference.reference_dir() / "checkpoint"
     with tempfile.TemporaryDirectory() as tmp:
@@ -41,14 +46,19 @@ def run_demo(reference: ModuleType) -> None:
         _prepare(checkpoint, served)
         with VllmServer(served) as server:
             print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
-            # One text: its entities (a list of texts: one list per text).
-            entities = server.show_pooling({"text": TEXT, "labels": LABELS, "threshold": 0.5})
-            print(f"{len(entities)} entities")
-            for entity in entities:
-                print(
-                    f"  [{entity['start']:>3}, {entity['end']:>3}) {entity['label']:<7}"
-                    f" {entity['score']:.3f}  {entity['text']!r}"
-                )
+            yield server, checkpoint, Path(tmp)
+
+
+def run_demo(reference: ModuleType) -> None:
+    with _served(reference) as (server, _, _):
+        # One text: its entities (a list of texts: one list per text).
+        entities = server.show_pooling({"text": TEXT, "labels": LABELS, "threshold": 0.5})
+        print(f"{len(entities)} entities")
+        for entity in entities:
+            print(
+                f"  [{entity['start']:>3}, {entity['end']:>3}) {entity['label']:<7}"
+                f" {entity['score']:.3f}  {entity['text']!r}"
+            )
 
 
 LINK_TEXT = "Marie Curie worked in Paris with Pierre Curie; Paris honoured her in 1903."
@@ -71,37 +81,31 @@ def run_linking_demo(bi_encoder_reference: object) -> None:
     from vllm_factory.testing.gliner.references import CORPUS
     from vllm_factory.testing.parity import tolerance
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    checkpoint = bi_encoder_reference.reference_dir() / "checkpoint"
-    with tempfile.TemporaryDirectory() as tmp:
-        served = Path(tmp) / "served"
-        _prepare(checkpoint, served)
-        with VllmServer(served) as server:
-            print(f"server healthy after {server.startup_seconds:.1f} s at {server.url}")
-            spans = [{"start": a, "end": b} for a, b in LINK_MENTIONS]
-            links = server.show_pooling({
-                "text": LINK_TEXT, "candidates": LINK_CANDIDATES, "threshold": 0.0,
-                "template": "{label}: {description}", "input_spans": [spans],
-            })  # fmt: skip
-            print(
-                f"{len(links)} mentions linked (random weights: which candidate wins is "
-                "arbitrary; the pipeline below checks served == in process)"
-            )
-            for link in links:
-                ranked = ", ".join(f"{c['id']} {c['score']:.3f}" for c in link["candidates"])
-                print(f"  {link['text']!r:>16} -> {link['candidate_id']:<8} ({ranked})")
-            corpus = json.loads(CORPUS.read_text(encoding="utf-8"))
-            data = linking_inputs(corpus)
-            local, remote = run_pipelines(server, checkpoint, data, Path(tmp))
-            count = sum(len(per_text) for per_text in local["outputs"]["l3_result"]["entities"])
-            limit = tolerance(server.dtype).score
-            try:
-                floats = compare_outputs(remote["outputs"], local["outputs"], limit)
-            except AssertionError as difference:
-                raise SystemExit(f"glinker pipeline: served and in-process differ: {difference}")
-            print(
-                f"glinker pipeline, {len(data['entities'])} entities in its dict layer: "
-                f"{count} L3 links in process in {local['seconds']:.1f} s, served in "
-                f"{remote['seconds']:.1f} s; every layer's output the same ({floats} scores "
-                f"within {limit})"
-            )
+    with _served(bi_encoder_reference) as (server, checkpoint, scratch):
+        spans = [{"start": a, "end": b} for a, b in LINK_MENTIONS]
+        links = server.show_pooling({
+            "text": LINK_TEXT, "candidates": LINK_CANDIDATES, "threshold": 0.0,
+            "template": "{label}: {description}", "input_spans": [spans],
+        })  # fmt: skip
+        print(
+            f"{len(links)} mentions linked (random weights: which candidate wins is "
+            "arbitrary; the pipeline below checks served == in process)"
+        )
+        for link in links:
+            ranked = ", ".join(f"{c['id']} {c['score']:.3f}" for c in link["candidates"])
+            print(f"  {link['text']!r:>16} -> {link['candidate_id']:<8} ({ranked})")
+        corpus = json.loads(CORPUS.read_text(encoding="utf-8"))
+        data = linking_inputs(corpus)
+        local, remote = run_pipelines(server, checkpoint, data, scratch)
+        count = sum(len(per_text) for per_text in local["outputs"]["l3_result"]["entities"])
+        limit = tolerance(server.dtype).score
+        try:
+            floats = compare_outputs(remote["outputs"], local["outputs"], limit)
+        except AssertionError as difference:
+            raise SystemExit(f"glinker pipeline: served and in-process differ: {difference}")
+        print(
+            f"glinker pipeline, {len(data['entities'])} entities in its dict layer: "
+            f"{count} L3 links in process in {local['seconds']:.1f} s, served in "
+            f"{remote['seconds']:.1f} s; every layer's output the same ({floats} scores "
+            f"within {limit})"
+        )

@@ -36,9 +36,8 @@ from vllm_factory.testing.bench import (
     BenchConfig,
     PackageBenchSpec,
     ServerSpec,
-    repo_root,
-    word_pool,
-    word_stream,
+    bench_artifacts,
+    pool_texts,
 )
 from vllm_factory.testing.gliner2.references import (
     CASES,
@@ -149,7 +148,7 @@ class GLiNER2BenchSpec(PackageBenchSpec):
         if config.checkpoint:
             return Path(config.checkpoint)
 
-        root = repo_root() / ".artifacts" / f"{self.name.replace('_', '-')}-bench"
+        root = bench_artifacts(self.name.replace("_", "-"))
         # What the calibration depends on besides the builder and the kit: the texts and the
         # schema, written to a file so that the cache key covers them.
         given = root / f"calibration-inputs-seed{SEED}.json"
@@ -179,10 +178,8 @@ class GLiNER2BenchSpec(PackageBenchSpec):
         """Texts made as the bench makes its own (seeded sentences of case and docstring
         words), of the bench's lengths: 6 short (~12-32 text tokens), 6 of ~128 and 4 of
         ~512."""
-        rng = random.Random(SEED + 1)
-        pool = word_pool(self.word_texts())
         lengths = (6, 8, 10, 12, 14, 16, 70, 70, 70, 70, 70, 70, 270, 270, 270, 270)
-        return [" ".join(word_stream(pool, n, rng)) for n in lengths]
+        return pool_texts(self.word_texts(), lengths, random.Random(SEED + 1))
 
     def checkpoint_notes(self, checkpoint: Path) -> dict:
         """The calibration the checkpoint builder measured with gliner2 (``calibration.json``
