@@ -87,8 +87,7 @@ def test_split_point_writes_into_the_callers_buffer():
     it saw at capture: the op must write into the buffer the piece before it allocated (as
     vLLM's attention ops do) and return nothing. A returned tensor put served vectors at
     cosine 0.13 of PyLate's on an H200, a GPU-only failure this test stands in for."""
-    from vllm_factory.models.lfm2_colbert.encoder import attend
-    from vllm_factory.models.lfm2_colbert.packing import PackedSequences
+    from vllm_factory.kernels.lfm2_attention import PackedSequences, attend
 
     op = torch.ops.vllm_factory.lfm2_causal_attention.default
     schema = op._schema

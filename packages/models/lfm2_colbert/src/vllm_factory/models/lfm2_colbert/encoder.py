@@ -12,8 +12,8 @@ by name. Plain torch layers (no tensor parallelism): the model is 350M parameter
 
 Compiled by vLLM: ``forward`` (every key visible) carries ``support_torch_compile``. No vLLM
 attention backend is causal without a KV cache, so attention is our own op,
-``vllm_factory::lfm2_causal_attention`` (SDPA per run of equal-length sequences), which the
-encoder adds to vLLM's splitting ops: vLLM splits the graph there as at its own attention,
+``vllm_factory::lfm2_causal_attention`` (SDPA per run of equal-length sequences;
+``vllm_factory.kernels.lfm2_attention``), which the encoder adds to vLLM's splitting ops: vLLM splits the graph there as at its own attention,
 replays the rest (projections, norms, convolutions, MLPs) from piecewise CUDA graphs, and runs
 the op eagerly between them, where it reads the sequence layout from the positions (one host
 sync per step, shared by every attention layer) and writes into an output buffer the graph
@@ -34,7 +34,8 @@ from vllm.compilation.decorators import support_torch_compile
 from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name, stack_tensors
 from vllm_factory.kernels import RMSNorm, RMSOptions
-from vllm_factory.models.lfm2_colbert.packing import PackedSequences
+from vllm_factory.kernels.lfm2_attention import LFM2_ATTENTION_OP, PackedSequences, attend
+from vllm_factory.kernels.packed_step_cache import cache_layouts_per_step
 
 ATTENTION, CONV = "full_attention", "conv"
 # transformers' Lfm2RMSNorm: weight * x_normed.to(dtype).
@@ -77,53 +78,9 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + rotated * sin
 
 
-ATTENTION_OP = "vllm_factory::lfm2_causal_attention"
-
-
-def attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    batch: PackedSequences,
-    scale: float,
-    out: torch.Tensor,
-) -> None:
-    """Causal attention of each packed sequence, ``[T, H, D]``, written into ``out`` (``k`` /
-    ``v`` already repeated to the query heads)."""
-    heads, head_dim = q.shape[1], q.shape[2]
-    for run in batch.runs:
-        shape = (run.size, run.length, heads, head_dim)
-        qr, kr, vr = (t[run.span].view(shape).transpose(1, 2) for t in (q, k, v))
-        if run.keys is None:
-            o = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, scale=scale)
-        else:
-            mask = run.causal_mask()
-            o = F.scaled_dot_product_attention(qr, kr, vr, attn_mask=mask, scale=scale)
-        out[run.span].view(shape).copy_(o.transpose(1, 2))
-
-
-# The compiled path's split point. It writes into ``out``, which the graph piece before it
-# allocated, rather than returning a new tensor: under piecewise CUDA graphs the piece after
-# it replays reading the addresses seen at capture, so a fresh output tensor would be read
-# from a stale buffer (seen on a GPU: served vectors nothing like PyLate's). vLLM's own attention
-# ops take an output buffer for the same reason.
-@torch.library.custom_op(ATTENTION_OP, mutates_args=("out",))
-def causal_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    positions: torch.Tensor,
-    scale: float,
-    out: torch.Tensor,
-) -> None:
-    """:func:`attend` with the layout read from ``positions`` (once per step)."""
-    batch = compat.step_cached("lfm2", positions, lambda: PackedSequences.from_positions(positions))
-    attend(q, k, v, batch, scale, out)
-
-
-@causal_attention.register_fake
-def _(q, k, v, positions, scale, out) -> None:
-    return None
+ATTENTION_OP = LFM2_ATTENTION_OP
+# The split-point op's layout, read once per model step (vLLM's forward context).
+cache_layouts_per_step(compat.step_cached)
 
 
 class Attention(nn.Module):
