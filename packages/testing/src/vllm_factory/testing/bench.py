@@ -1115,6 +1115,15 @@ def _variant_arg(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"--variant: {exc}") from None
 
 
+# Flags whose value is the config field of the same name, as given.
+CONFIG_FLAGS = ("seconds", "rounds", "client_processes", "only", "skip_reference", "encoding",
+                "workload", "ref_python", "ref_threads", "checkpoint", "py_spy", "interleave",
+                "torch_profile", "seed")  # fmt: skip
+# Repeatable flags: config field -> the flag's list.
+REPEATED_FLAGS = {"server_args": "server_arg", "peer_args": "peer_arg",
+                  "py_spy_args": "py_spy_arg", "variants": "variant"}  # fmt: skip
+
+
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, BenchConfig]:
     ap = argparse.ArgumentParser(
         prog="python -m vllm_factory.testing.bench",
@@ -1210,7 +1219,6 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     if args.requests:
         config.requests = args.requests
         config.reference_requests = args.requests
-    config.seconds = args.seconds
     if args.batch_sizes:
         config.batch_sizes = sorted({1, *(int(b) for b in args.batch_sizes.split(","))})
     if args.rates:
@@ -1219,26 +1227,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         config.rates, config.rate_fractions = [], []
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    config.rounds = args.rounds
     if args.client_processes < 1:
         ap.error("--client-processes must be at least 1")
-    config.client_processes = args.client_processes
-    config.only = args.only
-    config.skip_reference = args.skip_reference
-    config.encoding = args.encoding
-    config.workload = args.workload
-    config.server_args = args.server_arg
+    for name in CONFIG_FLAGS:
+        setattr(config, name, getattr(args, name))
+    for name, flag in REPEATED_FLAGS.items():
+        setattr(config, name, getattr(args, flag))
     config.server_env = parse_env(args.server_env)
-    config.peer_args = args.peer_arg
-    config.ref_python = args.ref_python
-    config.ref_threads = args.ref_threads
-    config.checkpoint = args.checkpoint
-    config.py_spy = args.py_spy
-    config.py_spy_args = args.py_spy_arg
-    config.interleave = args.interleave
-    config.variants = args.variant
-    config.torch_profile = args.torch_profile
-    config.seed = args.seed
     return args, config
 
 
