@@ -38,7 +38,6 @@ import base64
 import functools
 import hashlib
 import importlib
-import importlib.util
 import json
 import logging
 import random
@@ -54,14 +53,14 @@ from vllm_factory.testing.bench import (
     Corpus,
     PluginSpec,
     ServerSpec,
+    bench_artifacts,
     build_corpus,
     encoding_fields,
-    repo_root,
     word_pool,
 )
 from vllm_factory.testing.colbert.bench import check_native  # vLLM's token_embed answer
-from vllm_factory.testing.colpali.references import KIT_INPUTS, ColPaliReference
-from vllm_factory.testing.refenv import GivenPython, cached_artifact
+from vllm_factory.testing.colpali.references import KIT_INPUTS
+from vllm_factory.testing.refenv import GivenPython, cached_artifact, package_reference
 
 logger = logging.getLogger(__name__)
 
@@ -452,16 +451,6 @@ def qwen3_vl_flops(
 # -- the spec -----------------------------------------------------------------------------------
 
 
-def package_reference(package: Path) -> ColPaliReference:
-    """``REFERENCE`` of the package's own ``reference/<name>_reference.py``."""
-    path = package / "reference" / f"{package.name}_reference.py"
-    module_spec = importlib.util.spec_from_file_location(f"{package.name}_reference", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module.REFERENCE
-
-
 class ColPaliBenchSpec(PluginSpec):
     """The spec of the ColPali package whose ``benchmarks/bench_spec.py`` is ``spec_file``.
 
@@ -513,7 +502,7 @@ class ColPaliBenchSpec(PluginSpec):
         return [item["text"] for part in ("queries", "documents") for item in corpus[part]]
 
     def bench_root(self) -> Path:
-        return repo_root() / ".artifacts" / f"{self.name}-bench"
+        return bench_artifacts(self.name)
 
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
         if config.checkpoint:
