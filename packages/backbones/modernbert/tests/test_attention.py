@@ -2,13 +2,9 @@
 
 import pytest
 import torch
-from vllm_factory.backbones.modernbert.attention import (
-    LengthGroups,
-    PackedBatch,
-    attention_batch,
-    packed_attention,
-)
+from vllm_factory.backbones.modernbert.attention import attention_batch
 from vllm_factory.backbones.modernbert.cpu_kernel import kernel_supports
+from vllm_factory.kernels.packed_attention import LengthGroups, PackedBatch, packed_attention
 
 LENGTHS = [5, 32, 32, 17, 40, 1]
 HEADS = 2
@@ -45,8 +41,9 @@ def test_layouts_match_reference(layout, half_window, with_hidden, dim):
     if with_hidden:  # the tail of the two 32-token "queries" is hidden as keys
         hidden[5 + 20 : 5 + 32] = True
         hidden[5 + 32 + 10 : 5 + 64] = True
-    if layout is LengthGroups:
-        batch = layout.from_positions(positions, hidden if with_hidden else None, dim)
+    if layout is LengthGroups:  # what the encoder picks on CPU
+        batch = attention_batch(positions, hidden if with_hidden else None, dim)
+        assert isinstance(batch, LengthGroups)
     else:
         batch = layout.from_positions(positions, hidden if with_hidden else None)
     out = packed_attention(q, k, v, batch, dim**-0.5, half_window)
@@ -64,7 +61,7 @@ def test_cpu_kernel_takes_sequences_without_hidden_keys():
     positions = torch.cat([torch.arange(n) for n in LENGTHS])
     hidden = torch.zeros(positions.numel(), dtype=torch.bool)
     hidden[5 + 20 : 5 + 32] = True  # the first 32-token sequence hides its tail
-    batch = LengthGroups.from_positions(positions, hidden, head_dim=32)
+    batch = attention_batch(positions, hidden, head_dim=32)
     assert batch.kernel is not None
     # the two adjacent 32-token sequences form one run, which has hidden keys: SDPA
     assert batch.kernel.seq_lens.tolist() == [5, 17, 40, 1]

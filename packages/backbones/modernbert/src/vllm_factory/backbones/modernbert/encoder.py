@@ -13,7 +13,7 @@ Two paths over the same weights:
   norms, GeGLU and RoPE are the kernels' PyTorch fallbacks, which Inductor fuses.
 - ``forward_hidden_keys(input_ids, positions, hidden_keys)``: some tokens must stay invisible
   as keys (PyLate's hidden query expansion), which no vLLM attention backend can express. It
-  runs eagerly with our own packed attention layouts (``attention.py``).
+  runs eagerly with the packed attention layouts (``attention.py``).
 
 fp32 on CUDA with the in-graph attention (below) turned off is the one exception: vLLM's fp32
 attention backend there (``TRITON_ATTN``) multiplies in TF32, which moves served vectors past
@@ -44,13 +44,8 @@ from vllm.model_executor.layers.linear import (
     RowParallelLinear,
 )
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
-from vllm_factory.backbones.modernbert.attention import (
-    LengthGroups,
-    PackedBatch,
-    VarlenBatch,
-    attention_batch,
-    packed_attention,
-)
+from vllm_factory.backbones.modernbert.attention import attention_batch
+from vllm_factory.backbones.modernbert.cuda_kernel import VarlenBatch
 from vllm_factory.core import compat, envs
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
@@ -64,6 +59,7 @@ from vllm_factory.kernels import (
     visible_ends,
     window_bounds,
 )
+from vllm_factory.kernels.packed_attention import LengthGroups, PackedBatch, packed_attention
 
 vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNorm)
 

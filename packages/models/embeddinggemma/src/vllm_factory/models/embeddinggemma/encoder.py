@@ -15,10 +15,10 @@ over the same weights:
   encoder with ``torch.compile`` and replays it from piecewise CUDA graphs split at attention,
   as it does for its own Gemma3. Under compile the norms and RoPE are the kernels' PyTorch
   fallbacks, which Inductor fuses.
-- Our packed layouts, shared with the ModernBERT backbone
-  (``vllm_factory.backbones.modernbert.attention``), eagerly: where vLLM's attention is not
-  exact enough for fp32 parity (fp32 on CUDA, ``compat.exact_attention_needed``), and when the
-  encoder is built outside vLLM (``vllm_attention=False``, the in-process tests).
+- The kernels wheel's packed layouts (``vllm_factory.kernels.packed_attention``: SDPA per run
+  of equal-length sequences on CPU, one padded call elsewhere), eagerly: where vLLM's
+  attention is not exact enough for fp32 parity (fp32 on CUDA, ``compat.exact_attention_needed``),
+  and when the encoder is built outside vLLM (``vllm_attention=False``, the in-process tests).
 
 Plain ``torch.nn`` linear layers keep this independent of vLLM's layer signatures across
 versions; tensor parallelism is not supported (the model is small).
@@ -34,10 +34,10 @@ import torch.nn.functional as F
 from torch import nn
 from vllm.compilation.decorators import support_torch_compile
 from vllm.model_executor.layers.attention import EncoderOnlyAttention
-from vllm_factory.backbones.modernbert.attention import attention_batch, packed_attention
 from vllm_factory.core import compat
 from vllm_factory.core.weights import load_by_name, stack_tensors
 from vllm_factory.kernels import RMSNorm, RMSOptions, fused_rope
+from vllm_factory.kernels.packed_attention import attention_batch, packed_attention
 
 GLOBAL, SLIDING = "full_attention", "sliding_attention"
 # Gemma stores weight - 1 and scales in fp32: x_normed * (1 + weight), rounded once.
@@ -238,8 +238,7 @@ class Gemma3BidirectionalEncoder(nn.Module):
         hidden = self.embed_input_ids(input_ids)
         batch = None
         if not self.vllm_attention:
-            # head_dim + dtype let the layout pick vLLM's CPU kernel / FlashAttention varlen.
-            batch = attention_batch(positions, None, self.config.head_dim, hidden.dtype)
+            batch = attention_batch(positions)
         for layer in self.layers:
             rope = self.rope[layer.self_attn.layer_type]
             hidden = layer(hidden, positions, batch, rope)
