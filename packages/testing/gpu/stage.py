@@ -20,8 +20,8 @@ Puts under ``<repo>/.gpu/`` (ignored by git), for ``packages/testing/gpu/check.p
         [--python PYTHON]
 
 ``--python``: the interpreter that builds the references (it needs this repository's
-``vllm-factory-core`` and ``vllm-factory-testing`` importable; the default is the one running
-this script with their ``src`` folders on its path). See packages/testing/gpu/README.md for how the parts reach the host.
+``vllm-factory-core``, ``vllm-factory-colpali`` and ``vllm-factory-testing`` importable; the
+default is the one running this script with their ``src`` folders on its path). See packages/testing/gpu/README.md for how the parts reach the host.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ def reference_folders(python: str) -> list[Path]:
         "PYTHONPATH": os.pathsep.join(
             [
                 str(ROOT / "core" / "src"),
+                str(ROOT / "packages" / "heads" / "colpali" / "src"),  # image processing
                 str(ROOT / "packages" / "testing" / "src"),
                 os.environ.get("PYTHONPATH", ""),
             ]

@@ -17,7 +17,6 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from vllm_factory.core import envs
-from vllm_factory.core.stats import share_stats_dir
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +144,6 @@ def entry_points(
     def register() -> None:
         pkg = describe()
         register_architecture(pkg.DISTRIBUTION, pkg.ARCHITECTURE, pkg.MODEL)
-        # Before vLLM starts the engine: the folder where engine-side counters meet /metrics.
-        share_stats_dir()
         if also is not None:
             also()
 

@@ -43,12 +43,12 @@ PROJECTION_FILE = "collfm2_projection.pt"
 def image_layout(checkpoint: Path, width: int, height: int) -> tuple[int, tuple[int, ...]]:
     """(tokens, patches of each tile) of a ``width`` x ``height`` image: the tokens its
     ``<image>`` placeholder becomes (tiles, row / column markers, thumbnail, start and end)."""
-    from vllm_factory.core.image_processing import use_pil_image_processors
+    from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
     use_pil_image_processors()
     from PIL import Image
     from transformers import AutoTokenizer, Lfm2VlProcessor
-    from vllm_factory.core.image_processing_lfm2_vl import Lfm2VlImageProcessor
+    from vllm_factory.heads.colpali.image_processing_lfm2_vl import Lfm2VlImageProcessor
 
     settings = dict(image_processor_config(checkpoint))
     settings.pop("image_processor_type", None)

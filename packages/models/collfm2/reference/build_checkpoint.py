@@ -28,7 +28,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from vllm_factory.core.image_processing import use_pil_image_processors
+from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
 use_pil_image_processors()  # before transformers' LFM2-VL image processor module is imported
 

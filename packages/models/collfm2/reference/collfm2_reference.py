@@ -20,9 +20,11 @@ def collfm2_env() -> ReferenceEnv:
 
 
 def lfm2_vl_image_processor_file() -> Path:
-    """Core's torch-only LFM2-VL image processor (both sides process images with it on CPU
+    """The ColPali head's torch-only LFM2-VL image processor (both sides process images with it on CPU
     hosts): an input of the artifacts, by content."""
-    return Path(importlib.util.find_spec("vllm_factory.core.image_processing_lfm2_vl").origin)
+    return Path(
+        importlib.util.find_spec("vllm_factory.heads.colpali.image_processing_lfm2_vl").origin
+    )
 
 
 REFERENCE = ColPaliReference(

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_factory.core.image_processing import use_pil_image_processors
+from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
 use_pil_image_processors()  # before transformers' Qwen2-VL / colpali-engine's modules load
 

@@ -45,7 +45,7 @@ def processor_settings(checkpoint: Path) -> ProcessorSettings:
 def native_checkpoint(checkpoint: Path, folder: Path) -> Path:
     """``folder``: links to every file of ``checkpoint`` plus the video processor vLLM's native
     model needs (the plugin's in-memory stand-in, saved)."""
-    from vllm_factory.core.image_processing import use_pil_image_processors
+    from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
     use_pil_image_processors()
     from transformers import AutoImageProcessor

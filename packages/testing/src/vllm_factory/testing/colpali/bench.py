@@ -267,7 +267,7 @@ def image_tokens(width: int, height: int, processor: dict[str, Any]) -> int:
     """Image tokens of a ``width`` x ``height`` image after the processor's resize (transformers'
     ``smart_resize``: both sides multiples of patch x merge, pixels within the budget), merged
     ``merge_size`` x ``merge_size``."""
-    from vllm_factory.core.image_processing import use_pil_image_processors
+    from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
     use_pil_image_processors()  # transformers' Qwen2-VL module imports torchvision otherwise
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize

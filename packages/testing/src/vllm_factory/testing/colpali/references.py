@@ -3,8 +3,8 @@ venvs before anything is installed).
 
 Shared by every ColPali-style package (vision-language backbone + multi-vector projection,
 colpali-engine's classes): the colpali-engine venv (``requirements-colpali.txt`` here, plus
-vllm-factory-core from this repository for its torchvision-free image processing), the test
-images (``scripts/colpali_images.py``, drawn from the corpus' image specs) and the reference
+the ColPali head vllm-factory-colpali from this repository for its torchvision-free image
+processing), the test images (``scripts/colpali_images.py``, drawn from the corpus' image specs) and the reference
 encoder (``scripts/colpali_encode.py``: fp32 and the library's own bf16 run). A package brings
 its ``reference/build_checkpoint.py`` (tokenizer, tiny config, the library's classes saving
 their own layout; the steps builders share in ``scripts/colpali_checkpoint.py`` and, for
@@ -29,9 +29,9 @@ from pathlib import Path
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact, staged_artifact
 
 KIT = Path(__file__).resolve().parent
-# vllm-factory-core's source tree (this file lies in packages/testing/src/vllm_factory/testing/colpali/
+# The ColPali head's source tree (this file lies in packages/testing/src/vllm_factory/testing/colpali/
 # of a checkout), which the reference venv installs.
-CORE = KIT.parents[5] / "core"
+COLPALI_HEAD = KIT.parents[4] / "heads" / "colpali"
 IMAGES, ENCODE = SCRIPTS / "colpali_images.py", SCRIPTS / "colpali_encode.py"
 REQUIREMENTS = KIT / "requirements-colpali.txt"
 # The builders' shared steps: every builder's tokenizer texts and reload checks, and the tiny
@@ -44,24 +44,24 @@ KIT_INPUTS = [REQUIREMENTS, IMAGES, ENCODE, *BUILDER_SCRIPTS]
 def image_processing_file() -> Path:
     """The torchvision-free image processing both sides use, as installed here (a checkout, or
     a wheel on a GPU host that checks against artifacts built elsewhere): an input of the
-    artifacts, by content. Looked up on use: this module stays importable without core."""
-    return Path(importlib.util.find_spec("vllm_factory.core.image_processing").origin)
+    artifacts, by content. Looked up on use: this module stays importable without the head."""
+    return Path(importlib.util.find_spec("vllm_factory.heads.colpali.image_processing").origin)
 
 
 def colpali_env(extra: Sequence[str] = ()) -> ReferenceEnv:
     """colpali-engine 0.3.18 and its pinned stack, without torchvision (one cached venv for every
-    ColPali package), plus vllm-factory-core (editable, no dependencies) for
+    ColPali package), plus the ColPali head vllm-factory-colpali (editable, no dependencies) for
     ``use_pil_image_processors``.
 
     ``extra``: further exact pins (``name==version``) installed with ``--no-deps`` on top, for a
     library built on the same stack (a fork of colpali-engine); they get a venv of their own,
     named after them, so the shared one never changes under another package's tests."""
-    if not (CORE / "pyproject.toml").is_file():
+    if not (COLPALI_HEAD / "pyproject.toml").is_file():
         raise FileNotFoundError(
-            f"vllm-factory-core's source tree is not at {CORE}: the ColPali reference venv "
-            "installs it from a checkout of this repository"
+            f"vllm-factory-colpali's source tree is not at {COLPALI_HEAD}: the ColPali reference "
+            "venv installs it from a checkout of this repository"
         )
-    steps = [["--no-deps", "-r", str(REQUIREMENTS)], ["--no-deps", "-e", str(CORE)]]
+    steps = [["--no-deps", "-r", str(REQUIREMENTS)], ["--no-deps", "-e", str(COLPALI_HEAD)]]
     name = "colpali-engine-0.3.18"
     if extra:
         steps.append(["--no-deps", *extra])

@@ -90,8 +90,8 @@ def load_gliner2(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
 
 def load_colpali_engine(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
     try:  # where torchvision cannot load (CPU hosts), transformers' PIL image processors
-        from vllm_factory.core.image_processing import use_pil_image_processors
-    except ImportError:  # a venv without vllm-factory-core: torchvision must work there
+        from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
+    except ImportError:  # a venv without vllm-factory-colpali: torchvision must work there
         pass
     else:
         use_pil_image_processors()

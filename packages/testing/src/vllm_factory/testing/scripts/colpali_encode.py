@@ -35,7 +35,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from vllm_factory.core.image_processing import use_pil_image_processors
+from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
 use_pil_image_processors()  # before transformers' Qwen2-VL / colpali-engine's modules load
 

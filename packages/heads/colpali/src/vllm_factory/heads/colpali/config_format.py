@@ -22,7 +22,7 @@ from typing import Any
 
 from vllm_factory.core import config_format as core_config_format
 from vllm_factory.core.config_format import Target
-from vllm_factory.core.image_processing import use_pil_image_processors
+from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
 CONFIG_FORMAT = "colpali"
 TARGETS_ATTRIBUTE = "COLPALI_BACKBONE_TYPES"
@@ -67,6 +67,6 @@ def register_config_format() -> None:
 def register_plugin_extras() -> None:
     """What a ColPali model package's general plugin does besides registering its architecture:
     ``--config-format colpali``, and transformers' PIL image processors for every Qwen-VL model
-    of the process where torchvision does not load (CPU hosts; see core's image_processing)."""
+    of the process where torchvision does not load (CPU hosts; see image_processing)."""
     register_config_format()
     use_pil_image_processors()

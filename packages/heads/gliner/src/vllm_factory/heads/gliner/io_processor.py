@@ -29,7 +29,6 @@ import torch
 from transformers import AutoTokenizer
 from vllm_factory.core import compat, envs
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
-from vllm_factory.core.stats import register_collector
 from vllm_factory.heads.gliner.decoding import (
     TooManyCandidates,
     UnscoredText,
@@ -67,6 +66,7 @@ from vllm_factory.heads.gliner.request import (
     GLiNERRequest,
 )
 from vllm_factory.heads.gliner.settings import GLiNERSettings, read_settings
+from vllm_factory.heads.gliner.stats import register_collector
 from vllm_factory.heads.gliner.word_tokens import WordTokenizer
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ gliner loads, built here from ``labels_encoder_config`` with transformers' own c
 projected when the widths differ and mean-pooled over its tokens. The head then applies its
 ``prompt_rep_layer``; that final vector depends on the label's tokens alone, so it is cached
 by them, bounded in number, with hit / miss / eviction counts (on the server's ``/metrics``
-as ``vllm_factory:gliner_label_cache_*``, through :mod:`vllm_factory.core.stats`).
+as ``vllm_factory:gliner_label_cache_*``, through :mod:`vllm_factory.heads.gliner.stats`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 from vllm_factory.core import envs
-from vllm_factory.core.stats import SharedCounters
+from vllm_factory.heads.gliner.stats import SharedCounters
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
-from vllm_factory.core.image_processing import use_pil_image_processors
+from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
 # Before vLLM's LFM2-VL module imports transformers' torchvision-only image module.
 use_pil_image_processors()

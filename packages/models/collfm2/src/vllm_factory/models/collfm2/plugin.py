@@ -5,6 +5,6 @@ from vllm_factory.core.registration import entry_points
 from vllm_factory.heads.colpali.config_format import register_plugin_extras
 
 # ``vllm serve COLLFM2_DIR --runner pooling --config-format colpali``, and without a usable
-# torchvision (CPU hosts) core's torch-only LFM2-VL image processor for vLLM's own LFM2-VL
-# multimodal processor of this process (see core's image_processing).
+# torchvision (CPU hosts) the ColPali head's torch-only LFM2-VL image processor for vLLM's own
+# LFM2-VL multimodal processor of this process (see the head's image_processing).
 register, io_processor = entry_points(__package__, also=register_plugin_extras)

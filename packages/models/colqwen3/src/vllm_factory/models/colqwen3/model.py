@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from vllm_factory.core.image_processing import use_pil_image_processors
+from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
 # Before vLLM's Qwen3-VL module imports transformers' torchvision-only image module.
 use_pil_image_processors()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_factory.core.image_processing import use_pil_image_processors
+from vllm_factory.heads.colpali.image_processing import use_pil_image_processors
 
 # Before transformers' / vLLM's Qwen-VL modules import transformers' torchvision-only module.
 use_pil_image_processors()

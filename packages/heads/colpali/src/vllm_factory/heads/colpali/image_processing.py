@@ -13,7 +13,7 @@ behaviour.
 
 LFM2-VL's image processor exists in transformers only as a torchvision processor (no PIL twin;
 vLLM's ``lfm2_vl`` imports its module, and the processor cannot even be loaded without it). Its
-twin is ours, :mod:`vllm_factory.core.image_processing_lfm2_vl` (torch alone: the same tiles,
+twin is ours, :mod:`vllm_factory.heads.colpali.image_processing_lfm2_vl` (torch alone: the same tiles,
 resizing, normalisation and patches), registered under both of transformers' module names for it
 (``image_processing_lfm2_vl`` and the older ``image_processing_lfm2_vl_fast`` that vLLM 0.28 and
 0.30 import) and made visible where transformers looks the class up by name (:data:`TWIN_CLASSES`).
@@ -42,7 +42,7 @@ import types
 
 logger = logging.getLogger(__name__)
 
-LFM2_VL_TWIN = "vllm_factory.core.image_processing_lfm2_vl"
+LFM2_VL_TWIN = "vllm_factory.heads.colpali.image_processing_lfm2_vl"
 
 # torchvision-only module -> (its twin: transformers' PIL module or ours, {name there: name here}).
 PIL_TWINS: dict[str, tuple[str, dict[str, str]]] = {

@@ -1,12 +1,13 @@
 """Counters kept in the engine process, shown on the API server's ``/metrics``.
 
-vLLM runs the model (and so our heads) in an engine-core process and answers ``/metrics`` from
-the API server process. A head that counts something (the GLiNER bi-encoder's label cache)
-keeps a :class:`SharedCounters`: a daemon thread writes its values, at most once a second and
-only when they changed, to a small JSON file per process in a folder both processes know
-(``VLLM_FACTORY_STATS_DIR``, created by :func:`share_stats_dir` in the API process when the
-plugins load, before the engine starts, and inherited by it). The API process registers a
-Prometheus collector (:func:`register_collector`) that sums those files at scrape time.
+vLLM runs the model (and so the head) in an engine-core process and answers ``/metrics`` from
+the API server process. The bi-encoder's label cache keeps a :class:`SharedCounters`: a daemon
+thread writes its values, at most once a second and only when they changed, to a small JSON
+file per process in a folder both processes know (``VLLM_FACTORY_STATS_DIR``, created by
+:func:`share_stats_dir` in the API process when the plugins load, before the engine starts,
+and inherited by it: :func:`register` is this wheel's general plugin). The API process
+registers a Prometheus collector (:func:`register_collector`) that sums those files at scrape
+time.
 
 With several API servers (``vllm serve --api-server-count N``) vLLM answers ``/metrics`` from
 prometheus_client's multiprocess files only (``PROMETHEUS_MULTIPROC_DIR``), where a collector
@@ -49,6 +50,12 @@ def share_stats_dir() -> Path:
         os.environ[STATS_ENV] = folder
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return Path(folder)
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point of this wheel: vLLM calls it in every process
+    at start-up, the API process's before the engine starts (which then inherits the folder)."""
+    share_stats_dir()
 
 
 class SharedCounters:

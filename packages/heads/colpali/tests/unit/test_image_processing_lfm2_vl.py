@@ -1,4 +1,4 @@
-"""The torch-only LFM2-VL image processor (``vllm_factory.core.image_processing_lfm2_vl``) and its
+"""The torch-only LFM2-VL image processor (``vllm_factory.heads.colpali.image_processing_lfm2_vl``) and its
 registration; no vLLM.
 
 - geometry (smart size, tile grids and their ties, thumbnails), pixel layout (normalisation,
@@ -29,8 +29,8 @@ transformers = pytest.importorskip("transformers")
 
 import torch.nn.functional as F
 from transformers.image_utils import PILImageResampling
-from vllm_factory.core import image_processing
-from vllm_factory.core import image_processing_lfm2_vl as twin
+from vllm_factory.heads.colpali import image_processing
+from vllm_factory.heads.colpali import image_processing_lfm2_vl as twin
 
 # The tiny test checkpoint's settings (packages/models/collfm2): tiles of 256 px, 16..64 tokens.
 TINY = {"tile_size": 256, "min_image_tokens": 16, "max_image_tokens": 64, "min_tiles": 2,

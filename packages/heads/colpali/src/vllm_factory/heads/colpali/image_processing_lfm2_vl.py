@@ -1,7 +1,7 @@
 """LFM2-VL's image processor in torch alone (no torchvision): the twin of transformers'
 ``Lfm2VlImageProcessor`` (``models/lfm2_vl/image_processing_lfm2_vl.py``, called
 ``Lfm2VlImageProcessorFast`` before transformers 5), which only exists as a torchvision
-processor. :func:`vllm_factory.core.image_processing.use_pil_image_processors` registers this
+processor. :func:`vllm_factory.heads.colpali.image_processing.use_pil_image_processors` registers this
 module under that module's names where torchvision cannot be imported; with a working torchvision
 transformers' own processor runs.
 
