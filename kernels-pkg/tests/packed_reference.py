@@ -7,11 +7,11 @@ import torch
 
 
 def packed_case(lengths: list[int], heads: int = 2, dim: int = 16, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    total = sum(lengths)
-    q, k, v = (torch.randn(total, heads, dim, generator=g) for _ in range(3))
+    """q, k, v as an encoder makes them (strided views of one fused projection) and the
+    positions of the packed sequences ``lengths``."""
+    qkv = torch.randn(sum(lengths), 3, heads, dim, generator=torch.Generator().manual_seed(seed))
     positions = torch.cat([torch.arange(n) for n in lengths])
-    return q, k, v, positions
+    return (*qkv.unbind(1), positions)
 
 
 def allowed(

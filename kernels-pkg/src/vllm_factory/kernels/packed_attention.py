@@ -30,6 +30,7 @@ from typing import Protocol
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 from vllm_factory.core.packing import PackedLayout
 
 
@@ -37,13 +38,7 @@ class FusedKernel(Protocol):
     """Attention over whole unpadded sequences with every key visible (no per-key mask)."""
 
     def attend(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        out: torch.Tensor,
-        scale: float,
-        half_window: int | None,
+        self, q: Tensor, k: Tensor, v: Tensor, out: Tensor, scale: float, half_window: int | None
     ) -> None:
         """Attention of ``[T, H, D]`` q/k/v (its sequences' tokens only) into ``out``."""
 
@@ -54,13 +49,8 @@ FusedFactory = Callable[[list[int], torch.device], FusedKernel]
 
 class Layout(Protocol):
     def attend(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        scale: float,
-        half_window: int | None,
-    ) -> torch.Tensor: ...
+        self, q: Tensor, k: Tensor, v: Tensor, scale: float, half_window: int | None
+    ) -> Tensor: ...
 
 
 def _zero_blind(out: torch.Tensor, blind: torch.Tensor | None) -> torch.Tensor:
@@ -130,13 +120,8 @@ class PackedBatch:
         return cached
 
     def attend(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        scale: float,
-        half_window: int | None,
-    ) -> torch.Tensor:
+        self, q: Tensor, k: Tensor, v: Tensor, scale: float, half_window: int | None
+    ) -> Tensor:
         """Attention for packed ``[T, H, D]`` q/k/v; returns ``[T, H * D]``."""
         heads, head_dim = q.shape[1], q.shape[2]
         qp, kp, vp = (self.pad(t).transpose(1, 2) for t in (q, k, v))  # [B, H, L, D]
@@ -226,13 +211,8 @@ class LengthGroups:
         return cls(masked, total, kernel, index)
 
     def attend(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        scale: float,
-        half_window: int | None,
-    ) -> torch.Tensor:
+        self, q: Tensor, k: Tensor, v: Tensor, scale: float, half_window: int | None
+    ) -> Tensor:
         """Attention for packed ``[T, H, D]`` q/k/v; returns ``[T, H * D]``."""
         tokens, heads, head_dim = q.shape
         out = q.new_empty(tokens, heads * head_dim)
