@@ -67,15 +67,9 @@ def test_length_groups_bound_padding() -> None:
 def test_fallback_variants_match_hf(
     pos_att_type: str, share_att_key: bool, relative_attention: bool, head_dim: int
 ) -> None:
-    case = hf_case(
-        [9, 30, 21],
-        heads=3,
-        head_dim=head_dim,
-        pos_att_type=pos_att_type,
-        share_att_key=share_att_key,
-        relative_attention=relative_attention,
-        seed=head_dim,
-    )
+    variant = {"pos_att_type": pos_att_type, "share_att_key": share_att_key}
+    variant["relative_attention"] = relative_attention
+    case = hf_case([9, 30, 21], heads=3, head_dim=head_dim, seed=head_dim, **variant)
     close(flash_deberta_attention(*case.args(), backend="torch"), case.expected)
 
 
@@ -223,7 +217,8 @@ def test_relative_index_ignores_the_default_dtype():
         torch.set_default_dtype(before)
 
 
-# What compiled graphs and vLLM's splitting-ops lists see of the DeBERTa encoder's ops.
+# What compiled graphs and vLLM's splitting-ops lists see of the DeBERTa encoder's ops (and of
+# the row-range attention op the other in-graph encoders share).
 OP_SCHEMAS = {
     "deberta_attention": "(Tensor q, Tensor k, Tensor v, Tensor positions, Tensor? c2p, "
     "Tensor? p2c, SymInt scale_factor, SymInt span, SymInt buckets, SymInt max_rel, "
@@ -233,6 +228,8 @@ OP_SCHEMAS = {
     "Tensor(a10!) out) -> ()",
     "deberta_conv": "(Tensor x, Tensor positions, Tensor weight, Tensor? bias, SymInt groups, "
     "Tensor(a5!) out) -> ()",
+    "attention_by_rows": "(Tensor q, Tensor k, Tensor v, Tensor row_start, Tensor row_end, "
+    "SymInt max_seqlen, float scale, Tensor? bias, Tensor? bias_index, Tensor(a9!) out) -> ()",
 }
 
 

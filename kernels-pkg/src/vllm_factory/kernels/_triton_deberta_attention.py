@@ -19,6 +19,7 @@ from ._dispatch import next_power_of_2
 
 if TYPE_CHECKING:
     from .deberta_attention import AttentionInputs
+    from .rows_attention import RowsInputs
 
 LOG2E = 1.4426950408889634
 NUM_STAGES = 2  # software pipelining of both kernels' key loops (benchmarks sweep it)
@@ -191,23 +192,31 @@ def _block_sizes(head_dim: int, max_seqlen: int) -> tuple[int, int, int, int]:
     return block_m, block_n, block_d, 4
 
 
-def _tensor_args(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    bias: torch.Tensor | None = None,
-) -> tuple[list, dict]:
-    """The tensors, strides and flags both kernels take after their own pointers: q / k / v /
-    out / c2p / p2c / bias (dummies where a term is off, never read) then their head and token
-    strides (the bias: its head stride); the kernels read the last dimension contiguously."""
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
-    c2p_t = q if c2p is None else (c2p if c2p.stride(-1) == 1 else c2p.contiguous())
-    p2c_t = q if p2c is None else (p2c if p2c.stride(-1) == 1 else p2c.contiguous())
-    bias_t = q if bias is None else (bias if bias.stride(-1) == 1 else bias.contiguous())
-    tensors = [q, k, v, out, c2p_t, p2c_t, bias_t]
+def _last_contiguous(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _bucket_table(rel_index: torch.Tensor | None, q: torch.Tensor, unused: torch.Tensor):
+    """The bucket table as the kernels read it (int32 on q's device) and the offset of distance
+    0 in it; without relative terms ``unused`` (a dummy, never read) and 0."""
+    if rel_index is None:
+        return unused, 0
+    idx = rel_index.to(device=q.device, dtype=torch.int32).contiguous()
+    return idx, (idx.numel() + 1) // 2 - 1
+
+
+def _launch(
+    kernel, terms: tuple, layout: list, offsets: list, sm_scale: float, grid: tuple, max_seqlen: int
+) -> None:
+    """Launch one of the kernels. ``terms`` are q / k / v / out / c2p / p2c / bias (None where a
+    term is off: a dummy takes its place, never read); the kernel takes their pointers, then
+    ``layout`` (the bucket table and the sequence bounds), their head and token strides (the
+    bias: its head stride), ``offsets``, the base-2 scale and the head size. ``grid[0]`` is
+    the number of rows the BLOCK_M tiles cover; the kernels read last dimensions
+    contiguously."""
+    q, k, v, out, c2p, p2c, bias = terms
+    q, k, v = (_last_contiguous(t) for t in (q, k, v))
+    c2p_t, p2c_t, bias_t = (q if t is None else _last_contiguous(t) for t in (c2p, p2c, bias))
     strides = [
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1),
@@ -217,30 +226,27 @@ def _tensor_args(
     ]  # fmt: skip
     flags = {"HAS_C2P": c2p is not None, "HAS_P2C": p2c is not None,
              "HAS_BIAS": bias is not None, "IEEE": q.dtype == torch.float32}  # fmt: skip
-    return [tensors, strides], flags
+    head_dim = q.shape[-1]
+    block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
+    kernel[(triton.cdiv(grid[0], block_m), *grid[1:])](
+        q, k, v, out, c2p_t, p2c_t, bias_t, *layout, *strides, *offsets, sm_scale * LOG2E,
+        head_dim, **flags,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=NUM_STAGES,
+    )  # fmt: skip
 
 
 def deberta_attention_triton(x: AttentionInputs, out: torch.Tensor) -> torch.Tensor:
     """Arguments already validated by ``flash_deberta_attention``; writes ``[T, H, D]`` into
     ``out`` (its last dimension contiguous) and returns it."""
     q, k, v, cu_seqlens, max_seqlen, c2p, p2c, rel_index, sm_scale = x
-    heads, head_dim = q.shape[1:]
     batch = cu_seqlens.numel() - 1
     if batch == 0 or max_seqlen == 0:
         return out
     cu = cu_seqlens.to(device=q.device, dtype=torch.int32).contiguous()
-    if rel_index is not None:
-        idx = rel_index.to(device=q.device, dtype=torch.int32).contiguous()
-        idx_offset = (idx.numel() + 1) // 2 - 1
-    else:
-        idx, idx_offset = cu, 0
-    (tensors, strides), flags = _tensor_args(q, k, v, out, c2p, p2c)
-    block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
-    grid = (triton.cdiv(max_seqlen, block_m), batch, heads)
-    _deberta_attention_kernel[grid](
-        *tensors, idx, cu, *strides, idx_offset, sm_scale * LOG2E, head_dim, **flags,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=NUM_STAGES,
-    )  # fmt: skip
+    idx, idx_offset = _bucket_table(rel_index, q, cu)
+    terms = (q, k, v, out, c2p, p2c, None)
+    grid = (max_seqlen, batch, q.shape[1])
+    _launch(_deberta_attention_kernel, terms, [idx, cu], [idx_offset], sm_scale, grid, max_seqlen)
     return out
 
 
@@ -327,38 +333,30 @@ def _deberta_attention_rows_kernel(
 
 
 def deberta_attention_rows_triton(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    row_start: torch.Tensor,
-    row_end: torch.Tensor,
-    c2p: torch.Tensor | None,
-    p2c: torch.Tensor | None,
-    rel_index: torch.Tensor | None,
-    sm_scale: float,
-    max_seqlen: int,
+    x: RowsInputs,
+    *,
     out: torch.Tensor,
+    c2p: torch.Tensor | None = None,
+    p2c: torch.Tensor | None = None,
+    rel_index: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of every row of packed ``[T, H, D]`` q/k/v over the keys
-    ``row_start[i] <= j < row_end[i]`` (int32 ``[T]``, on the device), into ``out`` (its last
-    dimension contiguous); the launch needs no host value but ``T``. ``max_seqlen`` bounds the
-    sequence lengths (block sizes only). ``bias`` ``[H, buckets]`` (with ``rel_index``, no
-    c2p / p2c): ``bias[h, rel_index[i - j + span - 1]]`` added to each score before the
-    scale."""
-    total, heads, head_dim = q.shape
+    ``row_start[i] <= j < row_end[i]`` (integer ``[T]``, on the device), into ``out`` (its
+    last dimension contiguous); the launch needs no host value but ``T``. ``max_seqlen``
+    bounds the sequence lengths (block sizes only). ``bias`` ``[H, buckets]`` (with
+    ``rel_index``, no c2p / p2c): ``bias[h, rel_index[i - j + span - 1]]`` added to each score
+    before the scale."""
+    q, k, v, row_start, row_end, max_seqlen, sm_scale = x
+    total, heads = q.shape[:2]
     if total == 0:
         return out
-    if rel_index is not None:
-        idx, idx_offset = rel_index, (rel_index.numel() + 1) // 2 - 1
-    else:
-        idx, idx_offset = row_start, 0
-    (tensors, strides), flags = _tensor_args(q, k, v, out, c2p, p2c, bias)
-    block_m, block_n, block_d, warps = _block_sizes(head_dim, max_seqlen)
-    grid = (triton.cdiv(total, block_m), heads)
-    _deberta_attention_rows_kernel[grid](
-        *tensors, idx, row_start, row_end, total, *strides, idx_offset, idx_offset,
-        sm_scale * LOG2E, head_dim, **flags,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=NUM_STAGES,
-    )  # fmt: skip
+    start, end = (t.to(torch.int32).contiguous() for t in (row_start, row_end))
+    idx, idx_offset = _bucket_table(rel_index, q, start)
+    layout = [idx, start, end, total]
+    terms = (q, k, v, out, c2p, p2c, bias)
+    # the distances clamp at the table's reach: only rows of no sequence go past it
+    offsets = [idx_offset, idx_offset]
+    grid = (total, heads)
+    _launch(_deberta_attention_rows_kernel, terms, layout, offsets, sm_scale, grid, max_seqlen)
     return out

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import torch
 
 from ._dispatch import select_backend
-from .rows_attention import _check_out, _check_rows, _into
+from .rows_attention import RowsInputs, _check_out, _check_rows, _into, rows_triton
 
 
 def relative_position_index(
@@ -321,16 +321,9 @@ def deberta_attention_by_rows(
     _check_out(q, out)
     tensors = [t for t in (q, k, v, row_start, row_end, c2p, p2c) if t is not None]
     if select_backend(backend, *tensors, kernel="deberta_attention_by_rows") == "triton":
-        from ._triton_deberta_attention import deberta_attention_rows_triton
-
         sm_scale = _softmax_scale(q, c2p, p2c, scale_factor)
-        index = None if rel_index is None else rel_index.to(q.device, torch.int32).contiguous()
-        start, end = (t.to(torch.int32).contiguous() for t in (row_start, row_end))
-        return _into(
-            out, q, lambda target: deberta_attention_rows_triton(
-                q, k, v, start, end, c2p, p2c, index, sm_scale, max_seqlen, target
-            ),
-        )  # fmt: skip
+        rows = RowsInputs(q, k, v, row_start, row_end, max_seqlen, sm_scale)
+        return rows_triton(out, rows, c2p=c2p, p2c=p2c, rel_index=rel_index)
     starts = torch.unique(row_start.long())
     cu = torch.cat((starts, starts.new_tensor([q.shape[0]])))
     longest = int((cu[1:] - cu[:-1]).max()) if starts.numel() else 0

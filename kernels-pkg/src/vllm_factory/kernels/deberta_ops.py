@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +29,7 @@ from .deberta_attention import (
     relative_position_index,
 )
 from .packed_step_cache import step_cached
+from .rows_attention import _writes_out_only
 
 ATTENTION_OP = "vllm_factory::deberta_attention"
 ROWS_OP = "vllm_factory::deberta_attention_rows"
@@ -95,11 +95,6 @@ def owned_layout(
         return first, packed
 
     return step_cached(("deberta", span, buckets, max_rel), positions, build)
-
-
-def _writes_out_only(*args: Any) -> None:
-    """The fake (meta) implementation of every op here: each fills ``out`` and returns
-    nothing."""
 
 
 def _packed_attention(q, k, v, positions, c2p, p2c, scale_factor, span, buckets, max_rel, out):

@@ -14,6 +14,7 @@ inside the kernel.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -98,13 +99,8 @@ def attention_by_rows(
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     tensors = (q, k, v, row_start, row_end)
     if select_backend(backend, *tensors, kernel="attention_by_rows") == "triton":
-        from ._triton_deberta_attention import deberta_attention_rows_triton
-
-        start, end = (t.to(torch.int32).contiguous() for t in (row_start, row_end))
-        index = None if bias_index is None else bias_index.to(torch.int32).contiguous()
-        return _into(out, q, lambda target: deberta_attention_rows_triton(
-            q, k, v, start, end, None, None, index, scale, max(max_seqlen, 1), target, bias
-        ))  # fmt: skip
+        rows = RowsInputs(q, k, v, row_start, row_end, max(max_seqlen, 1), scale)
+        return rows_triton(out, rows, rel_index=bias_index, bias=bias)
     result = _attention_by_rows_torch(q, k, v, row_start, row_end, scale, bias, bias_index)
     return result if out is None else out.copy_(result)
 
@@ -116,19 +112,7 @@ ROWS_OP = "vllm_factory::attention_by_rows"
 # keeps it whole (it does not trace into the Triton launch, and under compile the kernels'
 # "auto" would pick the fallback), the launch depends on the token count alone so a CUDA graph
 # holds it, and it writes into the buffer the graph allocated.
-@torch.library.custom_op(ROWS_OP, mutates_args=("out",))
-def attention_by_rows_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    row_start: torch.Tensor,
-    row_end: torch.Tensor,
-    max_seqlen: int,
-    scale: float,
-    bias: torch.Tensor | None,
-    bias_index: torch.Tensor | None,
-    out: torch.Tensor,
-) -> None:
+def _attention_by_rows_op(q, k, v, row_start, row_end, max_seqlen, scale, bias, bias_index, out):
     """:func:`attention_by_rows` into ``out``, as ``torch.ops.vllm_factory.attention_by_rows``."""
     attention_by_rows(
         q, k, v, row_start, row_end, max_seqlen, scale=scale, out=out, bias=bias,
@@ -136,9 +120,15 @@ def attention_by_rows_op(
     )  # fmt: skip
 
 
-@attention_by_rows_op.register_fake
-def _(q, k, v, row_start, row_end, max_seqlen, scale, bias, bias_index, out):
-    return None
+def _writes_out_only(*args: object) -> None:
+    """The fake (meta) implementation of an op that fills ``out`` and returns nothing."""
+
+
+torch.library.custom_op(
+    ROWS_OP, _attention_by_rows_op, mutates_args=("out",),
+    schema="(Tensor q, Tensor k, Tensor v, Tensor row_start, Tensor row_end, SymInt max_seqlen, "
+    "float scale, Tensor? bias, Tensor? bias_index, Tensor(a9!) out) -> ()",
+).register_fake(_writes_out_only)  # fmt: skip
 
 
 def _check_rows(q: torch.Tensor, row_start: torch.Tensor, row_end: torch.Tensor) -> None:
@@ -170,6 +160,30 @@ def _into(out: torch.Tensor | None, q: torch.Tensor, launch) -> torch.Tensor:
     target = out if out is not None and out.stride(-1) == 1 else torch.empty_like(q)
     launch(target)
     return target if out is None or target is out else out.copy_(target)
+
+
+class RowsInputs(NamedTuple):
+    """What both row-range attentions hand their Triton launch: packed ``[T, H, D]`` q / k / v,
+    each row's key range, the bound on the ranges' lengths and the softmax scale."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    row_start: torch.Tensor
+    row_end: torch.Tensor
+    max_seqlen: int
+    sm_scale: float
+
+
+def rows_triton(
+    out: torch.Tensor | None, x: RowsInputs, **terms: torch.Tensor | None
+) -> torch.Tensor:
+    """The Triton path of both row-range attentions (:func:`attention_by_rows`, DeBERTa's
+    ``deberta_attention_by_rows``, which adds the relative ``terms``), into ``out`` (see
+    :func:`_into`)."""
+    from ._triton_deberta_attention import deberta_attention_rows_triton
+
+    return _into(out, x.q, lambda target: deberta_attention_rows_triton(x, out=target, **terms))
 
 
 def _attention_by_rows_torch(
