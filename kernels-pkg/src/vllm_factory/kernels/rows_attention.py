@@ -17,6 +17,7 @@ import math
 from typing import NamedTuple
 
 import torch
+from vllm_factory.core import envs
 
 from ._dispatch import select_backend, triton_available, triton_disabled
 
@@ -27,6 +28,15 @@ def in_graph_attention_chosen(device_type: str | None, wanted: bool) -> bool:
     device with Triton usable (the PyTorch fallback reads the ranges on the host, which no CUDA
     graph can hold)."""
     return wanted and device_type == "cuda" and triton_available() and not triton_disabled()
+
+
+def in_graph_attention_switched(switch: envs.Setting[bool], device_type: str | None) -> bool:
+    """:func:`in_graph_attention_chosen` with ``wanted`` read from an encoder's ``switch`` (on
+    by default; set off, it says once that off is a former default)."""
+    wanted = envs.get(switch)
+    if not wanted:
+        envs.say_former_default(switch)
+    return in_graph_attention_chosen(device_type, wanted)
 
 
 def sequence_bounds(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

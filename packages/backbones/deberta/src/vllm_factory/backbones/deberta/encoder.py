@@ -34,7 +34,7 @@ from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
     fused_add_layernorm,
     fused_layernorm,
-    in_graph_attention_chosen,
+    in_graph_attention_switched,
     packed_step_cache,
     relative_position_index,
     relative_scores,
@@ -101,10 +101,7 @@ def rows_attention_usable(vllm_config: Any) -> bool:
     ``VLLM_FACTORY_DEBERTA_IN_GRAPH_ATTENTION=0``; otherwise (and on CPU engines, with
     ``VLLM_FACTORY_DISABLE_TRITON=1``, outside an engine) the attention is a split point that
     reads the layout on the host."""
-    wanted = envs.get(IN_GRAPH_ATTENTION)
-    if not wanted:
-        envs.say_former_default(IN_GRAPH_ATTENTION)
-    return in_graph_attention_chosen(compat.device_type(vllm_config), wanted)
+    return in_graph_attention_switched(IN_GRAPH_ATTENTION, compat.device_type(vllm_config))
 
 
 @dataclass
