@@ -12,7 +12,6 @@ order-dependent and would leak into the CUDA tests, so it is set before Python s
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -24,6 +23,7 @@ from kernels_reference import (
     ref_layernorm,
     ref_lstm,
     ref_rope,
+    spy_calls,
 )
 
 if os.environ.get("TRITON_INTERPRET") != "1":
@@ -71,27 +71,21 @@ def test_auto_still_uses_torch_on_cpu() -> None:
 
 
 @pytest.fixture
-def triton_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def triton_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every call into the Triton wrappers, to prove the kernel path ran."""
-    calls: list[str] = []
-    for module, name in (
-        (_triton_rope, "rope_triton"),
-        (_triton_geglu, "geglu_triton"),
-        (_triton_layernorm, "layernorm_triton"),
-        (_triton_deberta_attention, "deberta_attention_triton"),
-        (_triton_deberta_attention, "deberta_attention_rows_triton"),
-        (_triton_lstm, "lstm_triton"),
-        (_triton_lstm, "lstm_triton_steps"),
-        (_triton_span_logits, "span_logits_triton"),
-    ):
-        original = getattr(module, name)
-
-        def wrapper(*args, _orig=original, _name=name, **kwargs):
-            calls.append(_name)
-            return _orig(*args, **kwargs)
-
-        monkeypatch.setattr(module, name, wrapper)
-    yield calls
+    return spy_calls(
+        monkeypatch,
+        (
+            (_triton_rope, "rope_triton"),
+            (_triton_geglu, "geglu_triton"),
+            (_triton_layernorm, "layernorm_triton"),
+            (_triton_deberta_attention, "deberta_attention_triton"),
+            (_triton_deberta_attention, "deberta_attention_rows_triton"),
+            (_triton_lstm, "lstm_triton"),
+            (_triton_lstm, "lstm_triton_steps"),
+            (_triton_span_logits, "span_logits_triton"),
+        ),
+    )
 
 
 def _bf16_close(actual: torch.Tensor, expected: torch.Tensor) -> None:

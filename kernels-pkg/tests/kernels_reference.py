@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import math
 import os
+from collections.abc import Iterable
+from types import ModuleType
 
 import pytest
 import torch
@@ -97,3 +99,20 @@ def unspecialised(module: str, kernel: str) -> set[str]:
         pytest.skip("the interpreter's functions carry no specialisation")
     jitted = getattr(importlib.import_module(f"vllm_factory.kernels.{module}"), kernel)
     return {p.name for p in jitted.params if p.do_not_specialize}
+
+
+def spy_calls(
+    monkeypatch: pytest.MonkeyPatch, targets: Iterable[tuple[ModuleType, str]]
+) -> list[str]:
+    """The names of ``targets`` (module, function) in the order they are called from now on
+    (each still runs): proof that a kernel path ran."""
+    calls: list[str] = []
+    for module, name in targets:
+        original = getattr(module, name)
+
+        def wrapper(*args, _orig=original, _name=name, **kwargs):
+            calls.append(_name)
+            return _orig(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+    return calls

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 import torch
-from kernels_reference import lstm_case, lstm_inputs, ref_lstm
+from kernels_reference import lstm_case, lstm_inputs, ref_lstm, spy_calls
 from vllm_factory.kernels import (
     _dispatch,
     bidirectional_lstm,
@@ -41,20 +41,14 @@ def _close(actual: torch.Tensor, expected: torch.Tensor) -> None:
 def triton_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from vllm_factory.kernels import _triton_geglu, _triton_layernorm, _triton_rope
 
-    calls: list[str] = []
-    for module, name in (
-        (_triton_rope, "rope_triton"),
-        (_triton_geglu, "geglu_triton"),
-        (_triton_layernorm, "layernorm_triton"),
-    ):
-        original = getattr(module, name)
-
-        def wrapper(*args, _orig=original, _name=name, **kwargs):
-            calls.append(_name)
-            return _orig(*args, **kwargs)
-
-        monkeypatch.setattr(module, name, wrapper)
-    return calls
+    return spy_calls(
+        monkeypatch,
+        (
+            (_triton_rope, "rope_triton"),
+            (_triton_geglu, "geglu_triton"),
+            (_triton_layernorm, "layernorm_triton"),
+        ),
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
