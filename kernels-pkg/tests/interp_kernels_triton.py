@@ -16,6 +16,7 @@ import os
 import pytest
 import torch
 from kernels_reference import (
+    ELEMENTWISE_WRAPPERS,
     close,
     lstm_case,
     lstm_inputs,
@@ -76,14 +77,12 @@ def triton_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return spy_calls(
         monkeypatch,
         (
-            (_triton_rope, "rope_triton"),
-            (_triton_geglu, "geglu_triton"),
-            (_triton_layernorm, "layernorm_triton"),
-            (_triton_deberta_attention, "deberta_attention_triton"),
-            (_triton_deberta_attention, "deberta_attention_rows_triton"),
-            (_triton_lstm, "lstm_triton"),
-            (_triton_lstm, "lstm_triton_steps"),
-            (_triton_span_logits, "span_logits_triton"),
+            *ELEMENTWISE_WRAPPERS,
+            "_triton_deberta_attention.deberta_attention_triton",
+            "_triton_deberta_attention.deberta_attention_rows_triton",
+            "_triton_lstm.lstm_triton",
+            "_triton_lstm.lstm_triton_steps",
+            "_triton_span_logits.span_logits_triton",
         ),
     )
 

@@ -7,7 +7,6 @@ import importlib
 import math
 import os
 from collections.abc import Iterable
-from types import ModuleType
 
 import pytest
 import torch
@@ -101,13 +100,21 @@ def unspecialised(module: str, kernel: str) -> set[str]:
     return {p.name for p in jitted.params if p.do_not_specialize}
 
 
-def spy_calls(
-    monkeypatch: pytest.MonkeyPatch, targets: Iterable[tuple[ModuleType, str]]
-) -> list[str]:
-    """The names of ``targets`` (module, function) in the order they are called from now on
-    (each still runs): proof that a kernel path ran."""
+# The Triton wrappers of the element-wise kernels, as ``spy_calls`` takes them.
+ELEMENTWISE_WRAPPERS = (
+    "_triton_rope.rope_triton",
+    "_triton_geglu.geglu_triton",
+    "_triton_layernorm.layernorm_triton",
+)
+
+
+def spy_calls(monkeypatch: pytest.MonkeyPatch, targets: Iterable[str]) -> list[str]:
+    """The names of ``targets`` (``"<module of vllm_factory.kernels>.<function>"``) in the
+    order they are called from now on (each still runs): proof that a kernel path ran."""
     calls: list[str] = []
-    for module, name in targets:
+    for target in targets:
+        module_name, name = target.split(".")
+        module = importlib.import_module(f"vllm_factory.kernels.{module_name}")
         original = getattr(module, name)
 
         def wrapper(*args, _orig=original, _name=name, **kwargs):

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 import torch
-from kernels_reference import lstm_case, lstm_inputs, ref_lstm, spy_calls
+from kernels_reference import ELEMENTWISE_WRAPPERS, lstm_case, lstm_inputs, ref_lstm, spy_calls
 from vllm_factory.kernels import (
     _dispatch,
     bidirectional_lstm,
@@ -39,16 +39,7 @@ def _close(actual: torch.Tensor, expected: torch.Tensor) -> None:
 
 @pytest.fixture
 def triton_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from vllm_factory.kernels import _triton_geglu, _triton_layernorm, _triton_rope
-
-    return spy_calls(
-        monkeypatch,
-        (
-            (_triton_rope, "rope_triton"),
-            (_triton_geglu, "geglu_triton"),
-            (_triton_layernorm, "layernorm_triton"),
-        ),
-    )
+    return spy_calls(monkeypatch, ELEMENTWISE_WRAPPERS)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
