@@ -29,3 +29,24 @@ def test_variables_already_set_win():
 
 def test_no_configuration_gives_nothing():
     assert parse_pip_config("", environ={}) == {}
+
+
+def test_an_interpreter_without_pip_reads_the_hosts_pip_on_path(monkeypatch):
+    """A venv uv made has no pip: ``python -m pip`` fails, and the pip on PATH reads the same
+    host files and variables (a CUDA torch was installed once for lack of this)."""
+    import subprocess
+
+    from vllm_factory.testing import pipconfig
+
+    asked = []
+
+    def run(command, **_):
+        asked.append(command)
+        if command[1:3] == ["-m", "pip"]:
+            return subprocess.CompletedProcess(command, 1, "", "No module named pip")
+        return subprocess.CompletedProcess(command, 0, "global.find-links='/wheels'\n", "")
+
+    monkeypatch.setattr(pipconfig.subprocess, "run", run)
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    assert pipconfig.pip_settings_for_uv("/venv/bin/python") == {"UV_FIND_LINKS": "/wheels"}
+    assert asked[0][:3] == ["/venv/bin/python", "-m", "pip"] and asked[1][-2:] == ["config", "list"]

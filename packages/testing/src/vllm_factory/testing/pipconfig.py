@@ -42,12 +42,19 @@ def parse_pip_config(listed: str, environ: dict[str, str] | None = None) -> dict
 
 def pip_settings_for_uv(python: str | None = None) -> dict[str, str]:
     """This host's pip configuration as uv variables (see :func:`parse_pip_config`), read with
-    ``python -m pip config list`` (default: this interpreter)."""
-    listed = subprocess.run(
-        [python or sys.executable, "-m", "pip", "config", "list"],
-        check=False, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    return parse_pip_config(listed)
+    ``python -m pip config list`` (default: this interpreter) or, where that interpreter has
+    no pip (a venv uv made), with the ``pip`` on ``PATH``: pip's files and ``PIP_*`` variables
+    are the host's, whichever pip reads them."""
+    for command in ([python or sys.executable, "-m", "pip"], [shutil.which("pip3") or "pip"]):
+        try:
+            done = subprocess.run(
+                [*command, "config", "list"], check=False, capture_output=True, text=True
+            )
+        except OSError:
+            continue
+        if done.returncode == 0:
+            return parse_pip_config(done.stdout)
+    return parse_pip_config("")
 
 
 def uv() -> str | None:
