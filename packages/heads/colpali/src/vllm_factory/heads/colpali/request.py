@@ -14,15 +14,13 @@ Two forms:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
-from vllm_factory.core.request import AtLeastOne, check_texts
+from pydantic import PrivateAttr, field_validator
+from vllm_factory.heads.colbert.request import VectorsRequest
 from vllm_factory.heads.colbert.vectors import embed_dtype_problem
 
-MAX_TEXTS_PER_REQUEST = 1024
 MAX_IMAGES_PER_REQUEST = 64
-MAX_CHARS_PER_TEXT = 1_000_000
 
 
 def _check_images(value: str | list[str]) -> str | list[str]:
@@ -36,29 +34,11 @@ def _check_images(value: str | list[str]) -> str | list[str]:
     return value
 
 
-class ColPaliRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    text: str | list[str] | None = None
+class ColPaliRequest(VectorsRequest):
     image: str | list[str] | None = None
-    is_query: bool = False
-    encoding_format: Literal["float", "base64"] = "float"
-    # base64 numbers in float32 (default) or, half the bytes, float16 / bfloat16 (vLLM's name
-    # for the same option of its own pooling API).
-    embed_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
-    query: str | None = None
     images: list[str] | None = None
-    documents: list[str] | None = None
-    top_k: AtLeastOne | None = None
     # The decoded images, in request order (set by the IOProcessor after validation).
     _decoded: list[Any] = PrivateAttr(default_factory=list)
-
-    @field_validator("text", "query", "documents")
-    @classmethod
-    def _valid_texts(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if value is not None:
-            check_texts(value, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
-        return value
 
     @field_validator("image", "images")
     @classmethod
@@ -90,10 +70,6 @@ class ColPaliRequest(BaseModel):
         if self.image is not None and self.is_query:
             return "data.is_query", "data.is_query: images are documents (is_query false only)"
         return embed_dtype_problem(self.encoding_format, self.embed_dtype)
-
-    @property
-    def is_scoring(self) -> bool:
-        return self.query is not None
 
     @property
     def one_input(self) -> bool:
