@@ -34,6 +34,16 @@ class CheckpointFiles:
             logger.debug("%s has no %s: %s", self.model, filename, error)
             return None
 
+    def tokenizer(self, **options: Any) -> Any:
+        """The checkpoint's tokenizer (transformers' ``AutoTokenizer`` at its revision, never
+        the checkpoint's remote code; ``options``: e.g. ``subfolder``). transformers comes with
+        vLLM, which every IOProcessor runs in."""
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(
+            self.model, revision=self.revision, trust_remote_code=False, **options
+        )
+
     def json(self, filename: str) -> dict[str, Any] | None:
         path = self.path(filename)
         if path is None:

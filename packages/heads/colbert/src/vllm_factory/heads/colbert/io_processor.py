@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer
 from vllm_factory.core import compat, envs
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
 from vllm_factory.core.tokens import first_cut, tokenize_cut
@@ -60,9 +59,7 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
 
     def setup(self) -> None:
         self.settings: ColBERTSettings = read_colbert_settings(self.checkpoint)
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            self.checkpoint.model, revision=self.checkpoint.revision
-        )
+        self.tokenizer = self.checkpoint.tokenizer()
         settings, tok = self.settings, self.tokenizer
         self.query_prefix_id = self._token_id(settings.query_prefix)
         self.document_prefix_id = self._token_id(settings.document_prefix)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from transformers import AutoTokenizer
 from vllm_factory.core import compat, envs
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
 from vllm_factory.core.tokens import first_cut, tokenize_cut
@@ -50,9 +49,7 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
 
     def setup(self) -> None:
         # Never the checkpoint's remote code (an auto_map in its config.json): ours serves it.
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            self.checkpoint.model, revision=self.checkpoint.revision, trust_remote_code=False
-        )
+        self.tokenizer = self.checkpoint.tokenizer()
         image_prompt = self.image_prompt_text()
         if not image_prompt:
             raise TypeError(f"{type(self).__name__} must set image_prompt")

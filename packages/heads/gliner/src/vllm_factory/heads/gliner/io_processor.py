@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from transformers import AutoTokenizer
 from vllm_factory.core import compat, envs
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
 from vllm_factory.heads.gliner.decoding import (
@@ -87,9 +86,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
 
     def setup(self) -> None:
         self.settings: GLiNERSettings = read_settings(self.checkpoint)
-        self.tokenizer = set_special_token_flags(
-            AutoTokenizer.from_pretrained(self.checkpoint.model, revision=self.checkpoint.revision)
-        )
+        self.tokenizer = set_special_token_flags(self.checkpoint.tokenizer())
         if self.settings.bi_encoder:
             self.labels_tokenizer = self.load_labels_tokenizer()
             register_collector(STATS_NAME, METRICS)  # the engine's label cache on /metrics
@@ -119,11 +116,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
     def load_labels_tokenizer(self) -> Any:
         """A bi-encoder's label tokenizer: ``labels_tokenizer/`` as gliner saves it."""
         try:
-            tokenizer = AutoTokenizer.from_pretrained(
-                self.checkpoint.model,
-                subfolder=LABELS_TOKENIZER_DIR,
-                revision=self.checkpoint.revision,
-            )
+            tokenizer = self.checkpoint.tokenizer(subfolder=LABELS_TOKENIZER_DIR)
         except (OSError, ValueError) as error:
             raise ValueError(
                 f"{self.checkpoint.model} is a bi-encoder GLiNER without a readable "

@@ -16,7 +16,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from transformers import AutoTokenizer
 from vllm_factory.core import compat, envs
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
 from vllm_factory.core.tokens import first_cut, tokenize_cut
@@ -54,9 +53,7 @@ class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
             hf_config.hidden_size,
             getattr(hf_config, "matryoshka_dimensions", None),
         )
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            self.checkpoint.model, revision=self.checkpoint.revision
-        )
+        self.tokenizer = self.checkpoint.tokenizer()
         limit = effective_max_length(
             self.settings.max_seq_length,
             getattr(self.tokenizer, "model_max_length", None),

@@ -21,7 +21,6 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from transformers import AutoTokenizer
 from vllm_factory.core import compat, envs
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
 from vllm_factory.heads.gliner.decoding import TooManyCandidates
@@ -60,9 +59,7 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
 
     def setup(self) -> None:
         self.settings: GLiNER2Settings = read_settings(self.checkpoint)
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            self.checkpoint.model, revision=self.checkpoint.revision
-        )
+        self.tokenizer = self.checkpoint.tokenizer()
         unknown = [
             t for t in SPECIAL_TOKENS
             if self.tokenizer.convert_tokens_to_ids(t) in (None, self.tokenizer.unk_token_id)
