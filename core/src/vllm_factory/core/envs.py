@@ -159,6 +159,21 @@ MAX_ENTITIES = _setting(
     "a Python object in the API server); a request over it gets a 400 naming the threshold.",
 )  # fmt: skip
 
+# -- long texts (GLiNER, GLiNER2; read by the IOProcessors) ------------------------------------------
+
+LONG_TEXT = _setting(
+    "VLLM_FACTORY_LONG_TEXT", "window", parse_choice("window", "truncate", "error"),
+    "What a GLiNER or GLiNER2 server does with a text longer than its model reads, where the "
+    "request does not say (data.long_text): window (read it whole, in overlapping windows "
+    "batched together, and merge), truncate (read its start only, as the libraries do) or "
+    "error (a 400 naming the text).",
+)  # fmt: skip
+MAX_WINDOWS = _setting(
+    "VLLM_FACTORY_MAX_WINDOWS", 512, parse_positive_int,
+    "Windows a request's texts may use in all when they are read in windows: each window is "
+    "a model input (per label chunk), so this bounds the inputs one request adds to a step.",
+)  # fmt: skip
+
 # -- images (ColPali models) ------------------------------------------------------------------------
 
 IMAGE_MAX_BYTES = _setting(
