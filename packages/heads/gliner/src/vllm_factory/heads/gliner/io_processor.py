@@ -55,7 +55,6 @@ from vllm_factory.heads.gliner.prompts import (
     WordLayout,
     prompt_key,
     prompt_words,
-    split_words,
     unique_labels,
 )
 from vllm_factory.heads.gliner.request import (
@@ -66,6 +65,14 @@ from vllm_factory.heads.gliner.request import (
 )
 from vllm_factory.heads.gliner.settings import GLiNERSettings, read_settings
 from vllm_factory.heads.gliner.stats import register_collector
+from vllm_factory.heads.gliner.windows import (
+    TextWindows,
+    default_overlap,
+    max_overlap,
+    merge_scores,
+    split_text,
+    words_within,
+)
 from vllm_factory.heads.gliner.word_tokens import WordTokenizer
 
 logger = logging.getLogger(__name__)
@@ -159,12 +166,58 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         return self.word_tokenizer.prompt(prompt + words, len(prompt))
 
     def text_words(self, request: GLiNERRequest, index: int) -> TextWords:
-        """Text ``index``'s words (gliner's splitter, at most the request's or the checkpoint's
-        ``max_len``), split once per request and kept with it for its response."""
+        """Text ``index``'s words as its entities are mapped to (gliner's splitter; all of
+        them when read in windows, else at most the request's or the checkpoint's
+        ``max_len``)."""
+        return self.text_windows(request)[index].words
+
+    def text_windows(self, request: GLiNERRequest) -> list[TextWindows]:
+        """Each text's words and windows (:mod:`~vllm_factory.heads.gliner.windows`), split
+        once per request and kept with it for its response; a 400 for a text too long for
+        ``long_text`` ``"error"``, a bad ``window_overlap`` or too many windows."""
         if request._words is None:
-            limit = request.max_len or self.settings.max_len
-            request._words = [split_words(text, limit) for text in request.texts]
-        return request._words[index]
+            request._words = self._split_texts(request)
+        return request._words
+
+    def _split_texts(self, request: GLiNERRequest) -> list[TextWindows]:
+        max_len = request.max_len or self.settings.max_len
+        mode = request.long_text or envs.get(envs.LONG_TEXT)
+        overlap = request.window_overlap
+        if overlap is None:
+            overlap = default_overlap(max_len)
+        elif overlap > max_overlap(max_len):
+            raise compat.validation_error(
+                f"data.window_overlap: at most half of max_len ({max_len} words): "
+                f"{max_overlap(max_len)}, got {overlap}",
+                "data.window_overlap",
+            )
+        texts = request.texts
+        limit = envs.get(envs.MAX_WINDOWS)
+        found: list[TextWindows] = []
+        used = 0
+        for index, text in enumerate(texts):
+            # a text may use the windows the later texts (one each at least) leave to it
+            left = max(1, limit - used - (len(texts) - index - 1))
+            max_words = words_within(left, max_len, overlap)
+            windows = split_text(text, max_len, mode, overlap, max_words)
+            if mode == "error" and windows.truncated:
+                field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
+                raise compat.validation_error(
+                    f"{field}: more than max_len ({max_len}) words, and data.long_text is "
+                    "'error'; send data.long_text 'window' (read it whole) or 'truncate'",
+                    field,
+                )
+            used += len(windows.bounds)
+            if len(windows.words) > max_words:  # counted up to the first window too many
+                used += len(texts) - index - 1
+                break
+            found.append(windows)
+        if mode == "window":
+            budget_check("data.text", used, limit,
+                         "text windows" + (" at least" if len(found) < len(texts) else ""),
+                         envs.MAX_WINDOWS.name, "send fewer or shorter texts, or "
+                         "data.long_text 'truncate'")  # fmt: skip
+        return found
 
     def label_plan(self, request: GLiNERRequest) -> LabelPlan:
         """The request's labels and how they are scored: one chunk of ``labels``, or the
@@ -230,10 +283,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                        else ""),
                     field,
                 )  # fmt: skip
-            if len(chunks) * len(request.texts) > MAX_PROMPTS_PER_REQUEST:
+            windows = sum(len(text.bounds) for text in self.text_windows(request))
+            if len(chunks) * windows > MAX_PROMPTS_PER_REQUEST:
                 by = "data.candidate_labels" if plan.links_spans else "data.max_labels"
+                inputs = (f"{len(request.texts)} texts" if windows == len(request.texts)
+                          else f"{windows} text windows")  # fmt: skip
                 raise compat.validation_error(
-                    f"{by}: {len(chunks)} label chunks x {len(request.texts)} texts is "
+                    f"{by}: {len(chunks)} label chunks x {inputs} is "
                     f"over {MAX_PROMPTS_PER_REQUEST} model inputs per request",
                     by,
                 )
@@ -245,9 +301,10 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                         )
         self.check_budget(request, plan, chunks)
         prompts, layouts = [], {}
-        for index in range(len(request.texts)):
+        windows = [words for text in self.text_windows(request) for words in text.window_words()]
+        for words in windows:
             for number, chunk in enumerate(chunks):
-                ids, layout = self.encode(self.text_words(request, index), chunk)
+                ids, layout = self.encode(words, chunk)
                 if not any(layout.counts):
                     where = "data.candidate_labels" if plan.links_spans and number else field
                     raise compat.validation_error(
@@ -274,16 +331,18 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         label_chars = sum(len(label) for label in plan.labels)
         text_chars, words, spans = 0, 0, 0
         width = self.settings.max_width
-        for index in range(len(request.texts)):
-            text_words = self.text_words(request, index)
-            words += len(text_words)
-            spans += spans_inside(len(text_words), width)
-            if len(text_words):
-                start, end = text_words.bounds(0, len(text_words) - 1)
-                text_chars += end - start
-        # a uni-encoder tokenizes each text once per label chunk, with that chunk's labels
+        windows = 0
+        for text in self.text_windows(request):
+            for first, end in text.bounds:  # overlapping words count once per window
+                windows += 1
+                words += end - first
+                spans += spans_inside(end - first, width)
+                if end > first:
+                    start, stop = text.words.bounds(first, end - 1)
+                    text_chars += stop - start
+        # a uni-encoder tokenizes each window once per label chunk, with that chunk's labels
         text_chars *= len(chunks)
-        label_chars *= 1 if self.settings.bi_encoder else len(request.texts)
+        label_chars *= 1 if self.settings.bi_encoder else windows
         labels_field = "data.labels" if request.candidates is None else "data.candidates"
         checks = [
             ("data.text" if text_chars >= label_chars else labels_field,
@@ -316,18 +375,22 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
 
     # -- outputs -> response ---------------------------------------------------------------------
 
+    def prompts_per_window(self, plan: LabelPlan) -> int:
+        """A uni-encoder's label chunks are prompts of their own; a bi-encoder's are one."""
+        return 1 if self.settings.bi_encoder else len(plan.chunks)
+
     def chunk_scores(
-        self, plan: LabelPlan, outputs: Sequence[Any], index: int, num_words: int
+        self, plan: LabelPlan, outputs: Sequence[Any], first: int, num_words: int, index: int
     ) -> list[torch.Tensor]:
-        """Text ``index``'s score tensor per label chunk: a uni-encoder's chunks are prompts
-        of their own; a bi-encoder scored all labels in one prompt (sliced here)."""
+        """The score tensor per label chunk of the window (of text ``index``) whose prompts
+        start at ``outputs[first]``: a uni-encoder's chunks are prompts of their own; a
+        bi-encoder scored all labels in one prompt (sliced here)."""
         if not self.settings.bi_encoder:
-            first = index * len(plan.chunks)
             return [
                 checked_scores(output.outputs.data.float().cpu(), num_words, index)
                 for output in outputs[first : first + len(plan.chunks)]
             ]
-        scores = checked_scores(outputs[index].outputs.data.float().cpu(), num_words, index)
+        scores = checked_scores(outputs[first].outputs.data.float().cpu(), num_words, index)
         parts, offset = [], 0
         for chunk in plan.chunks:
             parts.append(scores[:, :, offset : offset + len(chunk)])
@@ -339,13 +402,20 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         linking = plan.candidates is not None
         results = []
         candidates_left = envs.get(envs.MAX_ENTITIES)
-        for index, text in enumerate(request.texts):
-            words = self.text_words(request, index)
+        step, prompt = self.prompts_per_window(plan), 0
+        for index, (text, windows) in enumerate(zip(request.texts, self.text_windows(request))):
+            words = windows.words
+            per_window = []
             try:
-                per_chunk = self.chunk_scores(plan, outputs, index, len(words))
+                for first, end in windows.bounds:
+                    per_window.append(self.chunk_scores(plan, outputs, prompt, end - first, index))
+                    prompt += step
             except UnscoredText as error:  # the prompt changed after pre-processing
                 field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
                 raise compat.validation_error(str(error), field) from None
+            per_chunk = [
+                merge_scores(list(parts), windows.bounds, len(words)) for parts in zip(*per_window)
+            ]
             allowed = None
             if request.input_spans is not None and request.input_spans[index] is not None:
                 chars = [(span.start, span.end) for span in request.input_spans[index]]
@@ -386,8 +456,14 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 entities = link(merged, plan.candidates, plan.owner)
             else:
                 entities = found[0]
-            if request.return_scores:
-                results.append({"entities": entities, "scores": torch.cat(per_chunk, 2).tolist()})
+            if request.return_scores or request.return_windows:
+                result: dict[str, Any] = {"entities": entities}
+                if request.return_windows:
+                    result["windows"] = len(windows.bounds)
+                    result["truncated"] = windows.truncated
+                if request.return_scores:
+                    result["scores"] = torch.cat(per_chunk, 2).tolist()
+                results.append(result)
             else:
                 results.append(entities)
         # One text (vLLM Factory 0.2's form): its entities; a list of texts: one result per text.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 from vllm_factory.core.request import check_probability, check_texts
@@ -77,12 +77,20 @@ class GLiNERRequest(BaseModel):
     Linking in vLLM Factory 0.2's form: ``labels`` (entity types) with ``candidate_labels`` (names of
     the entities to link to): entities are found by their types as without it, and each gets
     ``linked_to``, the candidate label its span scores highest (null when no candidate
-    reaches the threshold), and ``linked_score``, that score."""
+    reaches the threshold), and ``linked_score``, that score.
+
+    Texts longer than ``max_len`` words (:mod:`~vllm_factory.heads.gliner.windows`):
+    ``long_text`` ``"window"`` (read whole, in windows of ``max_len`` words of which
+    consecutive ones share ``window_overlap``, merged), ``"truncate"`` (the first ``max_len``
+    words, as gliner) or ``"error"`` (a 400 naming the text); unset, the server's
+    ``VLLM_FACTORY_LONG_TEXT``. ``return_windows``: each text's result is
+    ``{"entities", "windows", "truncated"}`` (and ``"scores"`` with ``return_scores``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     # The IOProcessor's label plan, made once when the prompts are built (not a field).
     _plan: Any = PrivateAttr(default=None)
-    # Each text's words, split once for both its prompts and its response (not a field).
+    # Each text's words and windows, split once for both its prompts and its response (not a
+    # field): TextWindows per text.
     _words: Any = PrivateAttr(default=None)
 
     text: str | list[str]
@@ -98,12 +106,22 @@ class GLiNERRequest(BaseModel):
     template: str = "{label}"
     max_labels: int | None = None
     candidate_labels: list[str] | None = None
+    long_text: Literal["window", "truncate", "error"] | None = None
+    window_overlap: int | None = None
+    return_windows: bool = False
 
     @field_validator("max_len")
     @classmethod
     def _check_max_len(cls, value: int | None) -> int | None:
         if value is not None and not 1 <= value <= MAX_WORDS_PER_TEXT:
             raise ValueError(f"must be between 1 and {MAX_WORDS_PER_TEXT} words")
+        return value
+
+    @field_validator("window_overlap")
+    @classmethod
+    def _check_window_overlap(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= MAX_WORDS_PER_TEXT // 2:
+            raise ValueError("must be between 0 and max_len // 2 words")
         return value
 
     @field_validator("max_labels")
