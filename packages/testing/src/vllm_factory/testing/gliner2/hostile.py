@@ -36,8 +36,13 @@ def test_return_scores_is_bounded(server):
 
 
 def test_a_text_of_more_words_than_the_server_takes_is_refused_before_tokenizing(server):
-    message = refused(server.pooling({"text": "word " * 19_999, "entities": ["x"]}), "data.text")
+    data = {"text": "word " * 19_999, "entities": ["x"], "long_text": "error"}
+    message = refused(server.pooling(data), "data.text")
     assert "--max-model-len" in message, message
+    # Read in windows (the default), the same text is bounded by the windows it needs.
+    data = {"text": ["word " * 19_999] * 64, "entities": ["x"]}
+    message = refused(server.pooling(data), "data.text")
+    assert envs.MAX_WINDOWS.name in message or envs.MAX_REQUEST_CHARS.name in message, message
 
 
 def test_an_unknown_runtime_or_a_lone_surrogate_names_its_field(server):

@@ -105,9 +105,9 @@ def test_bad_input_is_4xx_naming_the_field(server, data, field):
 
 
 def test_over_length_text_is_4xx_naming_the_limit(server):
-    """A schema prompt plus text over --max-model-len is refused (not truncated), naming the
-    limit; a long schema alone that fills the context too."""
-    response = server.pooling({"text": "word " * 2000, "entities": ENTS})
+    """With ``long_text`` "error", a schema prompt plus text over --max-model-len is refused
+    (not truncated), naming the limit; a long schema alone that fills the context always."""
+    response = server.pooling({"text": "word " * 2000, "entities": ENTS, "long_text": "error"})
     assert response.status_code == 400, response.text
     assert "data.text" in response.text and "512" in response.text, response.text
     labels = {f"label number {i}": f"description {i} " * 10 for i in range(40)}

@@ -7,13 +7,20 @@ returns) or exactly one short form: ``"entities"`` (as ``extract_entities`` take
 ``"classifications"`` (``classify_text``), ``"structures"`` (``extract_json``) or
 ``"relations"`` (``extract_relations``). ``return_scores`` (debug) adds the per-task scores.
 ``runtime`` is accepted as ``"classic"`` only (what vLLM Factory 0.2's clients send).
+
+A text whose prompt does not fit the server is handled as ``long_text`` says (null: the
+server's ``VLLM_FACTORY_LONG_TEXT``): ``"window"`` reads it whole as ``extract_long`` does
+(windows of ``chunk_size`` words, ``chunk_overlap`` shared; null: 384 and 64, the library's
+defaults), ``"truncate"`` reads as many of its first words as fit, ``"error"`` refuses it.
+``return_windows`` wraps each text's result as ``{"result": ..., "windows": n, "truncated":
+bool}``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from vllm_factory.core.request import check_probability, check_texts
 from vllm_factory.models.gliner2.schema import (
     SchemaError,
@@ -22,9 +29,11 @@ from vllm_factory.models.gliner2.schema import (
     plan_for,
     short_form,
 )
+from vllm_factory.models.gliner2.windows import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 
 MAX_TEXTS_PER_REQUEST = 64
 MAX_CHARS_PER_TEXT = 100_000
+MAX_CHUNK_WORDS = MAX_CHARS_PER_TEXT
 SHORT_FORMS = ("entities", "classifications", "structures", "relations")
 
 
@@ -46,6 +55,10 @@ class GLiNER2Request(BaseModel):
     # vLLM Factory 0.2's GLiNER2 clients name the extraction runtime; "classic" (the library's
     # one pass over schema and text) is the one this server runs.
     runtime: Literal["classic"] = "classic"
+    long_text: Literal["window", "truncate", "error"] | None = None
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+    return_windows: bool = False
 
     @field_validator("text")
     @classmethod
@@ -63,6 +76,30 @@ class GLiNER2Request(BaseModel):
         if value is not None and value < 1:
             raise ValueError("must be a positive number of words")
         return value
+
+    @field_validator("chunk_size")
+    @classmethod
+    def _check_chunk_size(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= MAX_CHUNK_WORDS:
+            raise ValueError(f"must be a number of words from 1 to {MAX_CHUNK_WORDS}")
+        return value
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _check_chunk_overlap(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is None:
+            return value
+        size = info.data.get("chunk_size") or DEFAULT_CHUNK_SIZE
+        if not 0 <= value < size:
+            raise ValueError(f"must be a number of words from 0 to chunk_size - 1 ({size - 1})")
+        return value
+
+    @property
+    def window_words(self) -> tuple[int, int]:
+        """(chunk_size, chunk_overlap) with the library's defaults."""
+        size = DEFAULT_CHUNK_SIZE if self.chunk_size is None else self.chunk_size
+        overlap = DEFAULT_CHUNK_OVERLAP if self.chunk_overlap is None else self.chunk_overlap
+        return size, min(overlap, size - 1)
 
     @property
     def texts(self) -> list[str]:
