@@ -1,0 +1,237 @@
+"""Long texts read whole, in windows, vs gliner's model on the same windows (the GLiNER family's
+``server`` and ``ner`` fixtures; a package's test module star-imports this module).
+
+gliner has no long-text API: ``scripts/gliner_long_encode.py`` splits each text with gliner's
+splitter into the served windows, scores each window with gliner's model and merges the
+candidates by the served rule, written there on its own. The texts: 1, 2.5 and 10 windows of
+the checkpoint's ``max_len`` words, unicode words and odd whitespace at every window border,
+spans across the borders (found, and given as ``input_spans``), and a 10,000-word text whose
+last paragraph is compared. Scores are compared within the fp32 tolerances of
+:mod:`vllm_factory.testing.parity`, entity lists exactly (unless a score lands on the other side
+of the threshold, or overlapping candidates tie within float noise).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from vllm_factory.core import envs
+from vllm_factory.heads.gliner.prompts import split_words
+from vllm_factory.testing.gliner.parity import _near_tie, _same_side, _valid
+from vllm_factory.testing.gliner.references import KIT_INPUTS, GLiNERReference, gliner_env
+from vllm_factory.testing.parity import tolerance
+from vllm_factory.testing.refenv import SCRIPTS, cached_artifact
+from vllm_factory.testing.requests import assert_refused
+
+LONG_ENCODE = SCRIPTS / "gliner_long_encode.py"
+LABELS = ["person", "organization", "location", "date", "product"]
+# One splitter word each: ASCII, hyphenated, accented, CJK, emoji, punctuation.
+POOL = ["Ada", "Lovelace", "met", "Charles", "Babbage", "in", "London", "on", "June", "1833",
+        ",", "state-of-the-art", "Apple", "engines", "."]  # fmt: skip
+BORDER_WORDS = ["Zoë", "Ærøskøbing", "東京", "😀", "Đà", "Kraków", "𝄞", "—", "naïve-café"]
+BORDER_GAPS = ["\n", "\t ", "  ", "\u00a0", " \u3000 ", "\r\n"]
+
+
+def make_text(num_words: int, borders: set[int], salt: int = 0, paragraph: int = 0) -> str:
+    """``num_words`` splitter words; around each index of ``borders`` unicode words and odd
+    whitespace; a blank line every ``paragraph`` words."""
+    parts = [" \n"]
+    for i in range(num_words):
+        near = i in borders or i - 1 in borders
+        word = BORDER_WORDS[(i + salt) % len(BORDER_WORDS)] if near else POOL[(7 * i + salt) % 15]
+        gap = BORDER_GAPS[(i + salt) % len(BORDER_GAPS)] if near else " "
+        if paragraph and i % paragraph == paragraph - 1:
+            gap = "\n\n"
+        parts += [word, gap]
+    return "".join(parts)
+
+
+def window_borders(num_words: int, max_len: int, overlap: int) -> set[int]:
+    """Each window's first and last word."""
+    stride, found = max_len - overlap, set()
+    for start in range(0, num_words, stride):
+        found |= {start, min(start + max_len, num_words) - 1}
+    return found
+
+
+def make_cases(max_len: int, max_width: int) -> dict[str, dict]:
+    overlap = max_len // 4  # the served default
+    stride = max_len - overlap
+    sizes = {"one": max_len - 5, "two_and_half": max_len + stride + stride // 2,
+             "ten": max_len + 9 * stride}  # fmt: skip
+    base = {"labels": LABELS, "threshold": 0.3, "overlap": overlap, "flat_ner": True,
+            "multi_label": False}  # fmt: skip
+    cases = {}
+    for salt, (name, n) in enumerate(sizes.items()):
+        text = make_text(n, window_borders(n, max_len, overlap), salt)
+        cases[name] = {**base, "text": text}
+    half = cases["two_and_half"]["text"]
+    cases["nested"] = {**cases["two_and_half"], "flat_ner": False}
+    cases["multi_label"] = {**cases["two_and_half"], "multi_label": True, "threshold": 0.1}
+    cases["no_overlap"] = {**cases["two_and_half"], "overlap": 0}
+    # input spans of 1 to max_width words from every other word: many cross a border
+    words = split_words(half)
+    spans = [[words[i].start, words[min(len(words) - 1, i + i // 2 % max_width)].end]
+             for i in range(0, len(words), 2)]  # fmt: skip
+    cases["input_spans"] = {**cases["two_and_half"], "threshold": 0.1, "input_spans": spans}
+    n = 10_000
+    text = make_text(n, window_borders(n, max_len, overlap), 3, paragraph=97)
+    cases["ten_thousand"] = {**base, "labels": LABELS[:3], "threshold": 0.5, "text": text}
+    return cases
+
+
+def checkpoint_sizes(reference_dir: Path) -> tuple[int, int]:
+    config = json.loads((reference_dir / "checkpoint" / "gliner_config.json").read_text())
+    return int(config["max_len"]), int(config["max_width"])
+
+
+@pytest.fixture(scope="module")
+def long_reference(gliner_reference: GLiNERReference, reference_dir: Path) -> Path:
+    """``cases.json``, gliner's merged entities (``ref-long.json``) and scores (``.npz``)."""
+    max_len, max_width = checkpoint_sizes(reference_dir)
+
+    def build(target: Path) -> None:
+        cases = make_cases(max_len, max_width)
+        (target / "cases.json").write_text(json.dumps(cases, ensure_ascii=False), "utf-8")
+        gliner_env().run(
+            LONG_ENCODE, "--checkpoint", reference_dir / "checkpoint",
+            "--cases", target / "cases.json", "--out", target / "ref-long.json",
+            "--scores", target / "ref-long.npz",
+        )  # fmt: skip
+
+    inputs = [gliner_reference.builder, *KIT_INPUTS, LONG_ENCODE, Path(__file__)]
+    return cached_artifact(f"{gliner_reference.name}-long", inputs, build)
+
+
+def _request(case: dict, **extra) -> dict:
+    data = {"text": case["text"], "labels": case["labels"], "threshold": case["threshold"],
+            "flat_ner": case["flat_ner"], "multi_label": case["multi_label"],
+            "window_overlap": case["overlap"], "long_text": "window", **extra}  # fmt: skip
+    if case.get("input_spans") is not None:
+        data["input_spans"] = [[{"start": s, "end": e} for s, e in case["input_spans"]]]
+    return data
+
+
+def _keys(entities: list[dict], since: int = 0) -> list[tuple]:
+    return [(e["start"], e["end"], e["label"]) for e in entities if e["start"] >= since]
+
+
+CASES = ["one", "two_and_half", "ten", "nested", "multi_label", "no_overlap", "input_spans",
+         "ten_thousand"]  # fmt: skip
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", CASES)
+def test_long_texts_match_gliner_on_the_same_windows(name, ner, long_reference, server):
+    cases = json.loads((long_reference / "cases.json").read_text("utf-8"))
+    case, reference = cases[name], json.loads((long_reference / "ref-long.json").read_text())[name]
+    expected = np.load(long_reference / "ref-long.npz")[f"scores_{name}"]
+    limits = tolerance(server.dtype)
+    served = ner(_request(case, return_scores=True, return_windows=True))
+    scores = np.asarray(served["scores"], dtype=np.float32)
+    words = split_words(case["text"])
+    assert served["windows"] == len(reference["windows"]) and served["truncated"] is False
+    assert scores.shape == expected.shape
+    valid = _valid(expected, len(words))
+    assert float(np.abs(scores - expected)[valid].max()) <= limits.score
+    # the 10,000-word text: its last paragraph
+    since = case["text"].rindex("\n\n") if name == "ten_thousand" else 0
+    got, want = _keys(served["entities"], since), _keys(reference["entities"], since)
+    assert want, "no entity to compare: lower the case's threshold"
+    if got != want:  # explained only by a flipped decision or a near tie
+        assert not _same_side(scores, expected, len(words), case["threshold"]) or _near_tie(
+            expected, len(words), case["threshold"], limits
+        ), (name, got, want)
+        return
+    scored = {(e["start"], e["end"], e["label"]): e["score"] for e in reference["entities"]}
+    for entity in served["entities"]:
+        if entity["start"] >= since:
+            key = (entity["start"], entity["end"], entity["label"])
+            assert abs(entity["score"] - scored[key]) <= limits.score
+            assert entity["text"] == case["text"][entity["start"] : entity["end"]]
+    if name in ("two_and_half", "ten"):  # spans across a window border are found
+        ends = {end for _, end in reference["windows"][:-1]}  # first word after a window
+        crossing = [e for e in served["entities"]
+                    if any(_word(words, e["start"]) < end <= _word(words, e["end"] - 1)
+                           for end in ends)]  # fmt: skip
+        assert crossing, "no entity across a window border"
+    if name == "input_spans":
+        allowed = {(s, e) for s, e in case["input_spans"]}
+        assert {(e["start"], e["end"]) for e in served["entities"]} <= allowed
+
+
+def _word(words, char: int) -> int:
+    """The index of the word holding character ``char``."""
+    return next(i for i, w in enumerate(words) if w.start <= char < w.end)
+
+
+def test_short_texts_answer_as_before(ner, corpus, reference_dir):
+    """A text within max_len is one window: byte-identical answers in every mode."""
+    max_len, _ = checkpoint_sizes(reference_dir)
+    texts = [t for t in corpus["texts"] if len(split_words(t)) <= max_len]
+    data = {"text": texts, "labels": LABELS, "threshold": 0.3, "return_scores": True}
+    answers = [ner({**data, "long_text": mode}) for mode in ("truncate", "window", "error")]
+    assert answers[0] == answers[1] == answers[2] == ner(data)
+
+
+def test_truncate_error_and_return_windows(ner, server, long_reference, reference_dir):
+    max_len, _ = checkpoint_sizes(reference_dir)
+    cases = json.loads((long_reference / "cases.json").read_text("utf-8"))
+    long, short = cases["two_and_half"]["text"], cases["one"]["text"]
+    data = {"text": [short, long], "labels": LABELS, "threshold": 0.3}
+    cut = ner({**data, "long_text": "truncate", "return_windows": True})
+    assert [(r["windows"], r["truncated"]) for r in cut] == [(1, False), (1, True)]
+    first = split_words(long)[max_len - 1].end
+    assert all(e["end"] <= first for e in cut[1]["entities"])
+    whole = ner({**data, "long_text": "window", "return_windows": True})
+    assert [(r["windows"], r["truncated"]) for r in whole] == [(1, False), (3, False)]
+    assert whole[0] == cut[0]
+    plain = ner({**data, "long_text": "window"})  # without return_windows: lists as before
+    assert plain == [r["entities"] for r in whole]
+    assert_refused(server, {**data, "long_text": "error"}, "data.text[1]")
+    assert_refused(server, {**data, "text": long, "long_text": "error"}, "data.text")
+    assert ner({**data, "text": short, "long_text": "error"}) == plain[0]
+    assert_refused(server, {**data, "window_overlap": max_len // 2 + 1}, "data.window_overlap")
+    assert ner({**data, "window_overlap": max_len // 2, "long_text": "window"})
+
+
+def test_windows_are_bounded(server, long_reference):
+    """Two 10,000-word texts of the tiny checkpoint's 48-word windows: over the window budget,
+    refused before tokenizing."""
+    cases = json.loads((long_reference / "cases.json").read_text("utf-8"))
+    text = cases["ten_thousand"]["text"]
+    data = {"text": [text, text], "labels": LABELS, "long_text": "window"}
+    response = server.pooling(data)
+    assert 400 <= response.status_code < 500, response.text
+    assert "data.text" in response.text and envs.MAX_WINDOWS.name in response.text
+
+
+def test_linking_reads_the_whole_text(ner, long_reference):
+    """Both linking forms merge the windows at the span level before linking: the
+    candidate_labels form links each entity to the best candidate label of its span's merged
+    scores; candidates find the entities their labels find."""
+    cases = json.loads((long_reference / "cases.json").read_text("utf-8"))
+    case = cases["two_and_half"]
+    links = ["Ada Lovelace", "Charles Babbage", "London"]
+    base = _request(case)
+    linked = ner({**base, "candidate_labels": links, "return_scores": True})
+    plain = ner(base)
+    assert _keys(linked["entities"]) == _keys(plain)
+    scores = np.asarray(linked["scores"])
+    words = split_words(case["text"])
+    for entity in linked["entities"]:
+        first, last = _word(words, entity["start"]), _word(words, entity["end"] - 1)
+        row = scores[first, last - first, len(LABELS) :]
+        assert entity["linked_score"] == pytest.approx(float(row.max()), abs=1e-6)
+        assert entity["linked_to"] in (links[int(row.argmax())], None)
+    candidates = [{"id": i, "label": label} for i, label in enumerate(LABELS)]
+    del base["labels"]
+    found = ner({**base, "candidates": candidates})
+    assert _keys(found) == _keys(plain)
+    assert all(e["candidate_id"] == LABELS.index(e["label"]) for e in found)
+
+
+__all__ = ["long_reference"] + [name for name in dir() if name.startswith("test_")]
