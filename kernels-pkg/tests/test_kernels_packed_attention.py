@@ -78,10 +78,10 @@ def test_step_cache_is_the_installed_one() -> None:
         return build()
 
     positions = torch.arange(3)
+    previous = packed_step_cache.cache_layouts_per_step(cache)
     try:
-        packed_step_cache.cache_layouts_per_step(cache)
         assert packed_step_cache.step_cached(("x", 1), positions, lambda: 7) == 7
     finally:
-        packed_step_cache.cache_layouts_per_step(None)
+        packed_step_cache.cache_layouts_per_step(previous)
     assert calls == [("x", 1)]
     assert packed_step_cache.step_cached(("x", 1), positions, lambda: 8) == 8

@@ -56,12 +56,12 @@ def test_layout_is_built_once_per_step() -> None:
             built[key] = build()
         return built[key]
 
+    previous = packed_step_cache.cache_layouts_per_step(cache)
     try:
-        packed_step_cache.cache_layouts_per_step(cache)
         for _ in range(3):  # three layers of one step
             t5_attention(q, k, v, positions, table, BUCKETS, MAX_DISTANCE, 0, None, q.clone())
     finally:
-        packed_step_cache.cache_layouts_per_step(None)
+        packed_step_cache.cache_layouts_per_step(previous)
     assert len(built) == 1
     assert isinstance(next(iter(built.values())), SequenceGroups)
 

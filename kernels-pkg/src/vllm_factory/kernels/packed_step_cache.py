@@ -26,10 +26,12 @@ def _build_every_time(key: Hashable, positions: torch.Tensor, build: Callable[[]
 _step_cache: StepCache = _build_every_time
 
 
-def cache_layouts_per_step(cache: StepCache | None) -> None:
-    """Keep the layouts the ops read from the positions in ``cache`` (None: build each time)."""
+def cache_layouts_per_step(cache: StepCache | None) -> StepCache:
+    """Keep the layouts the ops read from the positions in ``cache`` (None: build each time);
+    the cache it replaces (to put back)."""
     global _step_cache
-    _step_cache = _build_every_time if cache is None else cache
+    previous, _step_cache = _step_cache, (_build_every_time if cache is None else cache)
+    return previous
 
 
 def step_cached(key: Hashable, positions: torch.Tensor, build: Callable[[], _T]) -> _T:
