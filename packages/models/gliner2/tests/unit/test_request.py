@@ -26,3 +26,28 @@ def test_other_runtimes_and_unknown_fields_name_the_field(data, field):
         GLiNER2Request.model_validate({"text": "x", "entities": ["company"], **data})
     path, message = describe_validation_error(info.value)
     assert path == field and message.startswith(field)
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"long_text": "all"}, "data.long_text"),
+        ({"chunk_size": 0}, "data.chunk_size"),
+        ({"chunk_size": 100_001}, "data.chunk_size"),
+        ({"chunk_size": 8, "chunk_overlap": 8}, "data.chunk_overlap"),
+        ({"chunk_overlap": -1}, "data.chunk_overlap"),
+        ({"return_windows": 1}, "data.return_windows"),
+    ],
+)
+def test_long_text_settings_are_bounded_naming_the_field(data, field):
+    with pytest.raises(ValidationError) as info:
+        GLiNER2Request.model_validate({"text": "x", "entities": ["company"], **data})
+    path, message = describe_validation_error(info.value)
+    assert path == field and message.startswith(field)
+
+
+def test_window_settings_default_to_extract_longs():
+    request = GLiNER2Request.model_validate({"text": "x", "entities": ["company"]})
+    assert request.long_text is None and request.window_words == (384, 64)
+    small = GLiNER2Request.model_validate({"text": "x", "entities": ["a"], "chunk_size": 10})
+    assert small.window_words == (10, 9)

@@ -60,14 +60,6 @@ def split_windows(text: str, chunk_size: int, chunk_overlap: int) -> list[Window
         first += step
 
 
-def window_count(words: int, chunk_size: int, chunk_overlap: int) -> int:
-    """How many windows :func:`split_windows` makes of a text of ``words`` words."""
-    if words <= chunk_size:
-        return 1
-    step = chunk_size - chunk_overlap
-    return 1 + -(-(words - chunk_size) // step)
-
-
 # -- merging --------------------------------------------------------------------------------------
 
 
