@@ -115,7 +115,7 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
         if mode == "window":  # texts known too long without tokenizing: windowed first
             for index, words in enumerate(texts):
                 if len(words.tokens) >= cap:
-                    readings[index] = self._windows(request, index, fields[index])
+                    readings[index] = self._windows(request, index)
         self._check_reading(request, texts, readings)
         for index, words in enumerate(texts):
             if readings[index] is not None:
@@ -133,14 +133,14 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
             elif len(prompt.token_ids) <= self.max_model_len:
                 readings[index] = Reading([prompt])
             elif mode == "window" and len(words.tokens) > 1:
-                readings[index] = self._windows(request, index, field)
+                readings[index] = self._windows(request, index)
                 self._check_reading(request, texts, readings)
             elif mode == "truncate" and len(words.tokens) > 1:
                 start = self._fitting_start(request.texts[index], words, build, field)
                 readings[index] = Reading([start], truncated=True)
             else:
                 raise self.too_long(field, f"schema and text take {len(prompt.token_ids)} tokens")
-        for index, reading in enumerate(readings):
+        for reading in readings:
             if reading.windows is not None:
                 reading.prompts.extend(
                     self._window_prompt(w, request, build) for w in reading.windows
@@ -161,7 +161,7 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
 
         return build
 
-    def _windows(self, request: GLiNER2Request, index: int, field: str) -> Reading:
+    def _windows(self, request: GLiNER2Request, index: int) -> Reading:
         """The text's windows (the text as ``max_len`` leaves it), no prompt built yet."""
         text = request.texts[index]
         if request.max_len is not None:
