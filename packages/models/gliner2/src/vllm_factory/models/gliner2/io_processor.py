@@ -2,7 +2,8 @@
 
 Request ``data``: see :class:`~vllm_factory.models.gliner2.request.GLiNER2Request`.
 Response ``data``: per text (a list when ``text`` is a list), the dictionary
-``GLiNER2.extract`` returns for the same schema and options; with ``return_scores`` it is
+``GLiNER2.extract`` returns for the same schema and options (``extract_long`` for a text too
+long for one prompt, read in windows: :mod:`~vllm_factory.models.gliner2.windows`); with ``return_scores`` it is
 ``{"result": ..., "scores": [...]}`` (per task: name, kind, predicted count, the span score
 tensor ``[instances, fields, text tokens, max_width]`` or the label probabilities).
 
