@@ -147,8 +147,8 @@ def start_reference_prefetch(session: nox.Session) -> subprocess.Popen | None:
     """Create the reference venvs (pip-bound, minutes when cold) in a background process
     while the session installs vLLM. Cached venvs make it a no-op. The reference modules are
     stdlib-only, and importing ``vllm_factory.testing.refenv`` needs no torch, so this Python
-    suffices."""
-    kits = [str(workspace.get(name).path / "src") for name in ("core", "testing")]
+    suffices (the ColPali head too: collfm2's reference hashes its image processor's file)."""
+    kits = [str(workspace.get(name).path / "src") for name in ("core", "testing", "colpali")]
     paths = [*kits, *{str(ROOT / folder) for folder, _, _ in REFERENCE_ENVS}]
     envs = [(module, [function]) for _, module, function in REFERENCE_ENVS]
     log = open(Path(session.create_tmp()) / "reference-prefetch.log", "w")  # noqa: SIM115
