@@ -1,6 +1,12 @@
 """Windows of long texts and the merge of their results (gliner2's ``extract_long`` rules)."""
 
-from vllm_factory.models.gliner2.windows import Window, merge_windows, split_windows
+from vllm_factory.models.gliner2.windows import (
+    Window,
+    fitted_overlap,
+    merge_windows,
+    smaller_size,
+    split_windows,
+)
 
 
 def test_windows_cover_the_text_with_the_overlap_asked():
@@ -45,3 +51,15 @@ def test_classes_take_the_most_confident_window_and_relations_stay_in_their_wind
         "tone": "angry",
         "relation_extraction": {"knows": [{"head": "a", "tail": "a"}]},
     }
+
+
+def test_windows_left_to_the_server_shrink_with_their_text_tokens():
+    # 384 words took 700 tokens, 100 of them the schema's: 500 of 600 text tokens fit.
+    assert smaller_size(384, 700, 512, 100) == 384 * 412 // 600
+    assert smaller_size(10, 11, 10, 0) == 9  # always fewer words than the window that failed
+    assert smaller_size(10, 400, 10, 0) == 1
+    assert smaller_size(384, 700, 100, 100) is None  # the schema alone fills the server
+    assert smaller_size(1, 700, 512, 100) is None
+    assert fitted_overlap(200, 64) == 64
+    assert fitted_overlap(48, 64) == 8  # scaled as the window: 64 of 384
+    assert fitted_overlap(2, 64) == 0 and fitted_overlap(64, 64) == 10

@@ -49,10 +49,18 @@ from vllm_factory.models.gliner2.prompts import (
 from vllm_factory.models.gliner2.request import GLiNER2Request
 from vllm_factory.models.gliner2.schema import SchemaError, SchemaPlan, is_build_form
 from vllm_factory.models.gliner2.settings import GLiNER2Settings, read_settings
-from vllm_factory.models.gliner2.windows import Window, merge_windows, split_windows, word_ends
+from vllm_factory.models.gliner2.windows import (
+    Window,
+    fitted_overlap,
+    merge_windows,
+    smaller_size,
+    split_windows,
+    word_ends,
+)
 
 logger = logging.getLogger(__name__)
 TOKENIZE_CACHE = 65536
+FIT_TRIES = 4  # window sizes tried per text when the request leaves chunk_size to the server
 
 
 @dataclass
@@ -64,6 +72,7 @@ class Reading:
     document: str = ""
     windows: list[Window] | None = None
     truncated: bool = False
+    chunk: tuple[int, int] = (0, 0)  # the windows' (words, words shared)
 
 
 class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
@@ -143,9 +152,9 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
                 raise self.too_long(field, f"schema and text take {len(prompt.token_ids)} tokens")
         for reading in readings:
             if reading.windows is not None:
-                reading.prompts.extend(
-                    self._window_prompt(w, request, build) for w in reading.windows
-                )
+                reading.prompts.extend(self._window_prompts(
+                    request, reading, build, lambda: self._check_reading(request, texts, readings)
+                ))  # fmt: skip
         return readings  # type: ignore[return-value]
 
     def _builder(self, plan: SchemaPlan) -> Callable[[Words], Prompt]:
@@ -170,7 +179,39 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
             if len(words) > request.max_len:
                 text = text[: words[request.max_len - 1][1]]
         size, overlap = request.window_words
-        return Reading([], document=text, windows=split_windows(text, size, overlap))
+        if request.chunk_size is None:  # a window of more words than the server reads never fits
+            size = min(size, self.max_model_len)
+            overlap = fitted_overlap(size, overlap)
+        windows = split_windows(text, size, overlap)
+        return Reading([], document=text, windows=windows, chunk=(size, overlap))
+
+    def _window_prompts(self, request: GLiNER2Request, reading: Reading,
+                        build: Callable[[Words], Prompt], recheck: Callable[[], None],
+                        ) -> list[Prompt]:  # fmt: skip
+        """The prompts of a text's windows. With ``chunk_size`` given, its windows as asked;
+        without, where one does not fit, the text is split again in windows shrunk in
+        proportion to the longest one's text tokens (at most :data:`FIT_TRIES` sizes, the
+        budgets checked again before each split is tokenized)."""
+        if request.chunk_size is not None:
+            return [self._window_prompt(w, reading.chunk[0], build) for w in reading.windows or ()]
+        for attempt in range(FIT_TRIES):
+            size = reading.chunk[0]
+            prompts = [build(split_words(w.text, size)) for w in reading.windows or ()]
+            longest = max(prompts, key=lambda p: len(p.token_ids))
+            tokens = len(longest.token_ids)
+            if tokens <= self.max_model_len:
+                return prompts
+            prefix = len(longest.text_tokens) - len(longest.words.tokens)
+            schema = (longest.layout.word_positions[prefix:] or (tokens,))[0]
+            smaller = smaller_size(len(longest.words.tokens), tokens, self.max_model_len, schema)
+            if smaller is None or attempt == FIT_TRIES - 1:
+                break
+            _, asked = request.window_words
+            reading.chunk = (smaller, fitted_overlap(smaller, asked))
+            reading.windows = split_windows(reading.document, *reading.chunk)
+            recheck()
+        raise self.too_long("data.chunk_size", f"a window of {len(longest.words.tokens)} words "
+                            f"and the schema take {tokens} tokens", "lower data.chunk_size")  # fmt: skip
 
     def _check_reading(self, request: GLiNER2Request, texts: list[Words],
                        readings: list[Reading | None]) -> None:  # fmt: skip
@@ -189,9 +230,8 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
                      "characters (as far as each text is read)", envs.MAX_REQUEST_CHARS.name,
                      "send the texts in several requests")  # fmt: skip
 
-    def _window_prompt(self, window: Window, request: GLiNER2Request,
+    def _window_prompt(self, window: Window, size: int,
                        build: Callable[[Words], Prompt]) -> Prompt:  # fmt: skip
-        size = request.window_words[0]
         words = split_words(window.text, size)
         what = f"a window of {len(words.tokens)} words"
         if len(words.tokens) > self.max_model_len:

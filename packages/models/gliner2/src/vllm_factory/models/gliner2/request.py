@@ -11,7 +11,7 @@ returns) or exactly one short form: ``"entities"`` (as ``extract_entities`` take
 A text whose prompt does not fit the server is handled as ``long_text`` says (null: the
 server's ``VLLM_FACTORY_LONG_TEXT``): ``"window"`` reads it whole as ``extract_long`` does
 (windows of ``chunk_size`` words, ``chunk_overlap`` shared; null: 384 and 64, the library's
-defaults), ``"truncate"`` reads as many of its first words as fit, ``"error"`` refuses it.
+defaults, smaller where such a window does not fit the server), ``"truncate"`` reads as many of its first words as fit, ``"error"`` refuses it.
 ``return_windows`` wraps each text's result as ``{"result": ..., "windows": n, "truncated":
 bool}``.
 """

@@ -60,6 +60,23 @@ def split_windows(text: str, chunk_size: int, chunk_overlap: int) -> list[Window
         first += step
 
 
+def fitted_overlap(size: int, overlap: int) -> int:
+    """The overlap kept with windows of ``size`` words: as asked while below ``size``, else
+    scaled from :data:`DEFAULT_CHUNK_SIZE` to ``size`` (always below ``size``)."""
+    if overlap < size:
+        return overlap
+    return min(size - 1, overlap * size // DEFAULT_CHUNK_SIZE)
+
+
+def smaller_size(words: int, tokens: int, limit: int, schema: int) -> int | None:
+    """Words per window after a window of ``words`` words took ``tokens`` tokens (``schema`` of
+    them the schema's, ``limit`` the most the server reads): shrunk in proportion to its text
+    tokens, below ``words``; None when no window of at least one word can fit."""
+    if limit <= schema or tokens <= schema or words <= 1:
+        return None
+    return max(1, min(words - 1, words * (limit - schema) // (tokens - schema)))
+
+
 # -- merging --------------------------------------------------------------------------------------
 
 
