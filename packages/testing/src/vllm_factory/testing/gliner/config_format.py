@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from vllm_factory.testing.gliner.parity import AS_GLINER
 from vllm_factory.testing.parity import tolerance
 
 # What a package's test module collects (``from ... import *``): the representative takes
@@ -43,7 +44,7 @@ def test_gliner_directory_serves_without_prep(reference_dir: Path, corpus, refer
     name, labels = next(iter(corpus["label_sets"].items()))
     with VllmServer(checkpoint, extra_args=["--config-format", "gliner"]) as server:
         response = server.pooling(
-            {"text": corpus["texts"], "labels": labels, "return_scores": True}
+            {"text": corpus["texts"], "labels": labels, "return_scores": True, **AS_GLINER}
         )
         assert response.status_code == 200, response.text
         items = response.json()["data"]
