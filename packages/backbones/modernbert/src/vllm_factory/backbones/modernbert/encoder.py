@@ -54,7 +54,7 @@ from vllm_factory.kernels import (
     fused_geglu,
     fused_layernorm,
     fused_rope,
-    in_graph_attention_chosen,
+    in_graph_attention_switched,
     sequence_bounds,
     visible_ends,
     window_bounds,
@@ -75,10 +75,7 @@ def in_graph_attention_usable(vllm_config: Any) -> bool:
     fp32 / bf16, with and without async scheduling: moderncolbert, mmbert_gliner and its
     bi-encoder) and faster than vLLM's attention at every load benchmarked (the backbone's
     README)."""
-    wanted = envs.get(IN_GRAPH_ATTENTION)
-    if not wanted:
-        envs.say_former_default(IN_GRAPH_ATTENTION)
-    return in_graph_attention_chosen(compat.device_type(vllm_config), wanted)
+    return in_graph_attention_switched(IN_GRAPH_ATTENTION, compat.device_type(vllm_config))
 
 
 def compiles(vllm_config: Any) -> bool:

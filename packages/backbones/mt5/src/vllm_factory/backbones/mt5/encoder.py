@@ -51,7 +51,7 @@ from vllm_factory.core import compat, envs
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.kernels import (
     fused_geglu,
-    in_graph_attention_chosen,
+    in_graph_attention_switched,
     sequence_bounds,
 )
 from vllm_factory.kernels.packed_step_cache import cache_layouts_per_step
@@ -128,10 +128,7 @@ def in_graph_attention_usable(vllm_config: Any) -> bool:
     Triton usable, unless ``VLLM_FACTORY_MT5_IN_GRAPH_ATTENTION=0``. GPU-checked (H200, fp32 /
     bf16, with and without async scheduling) and faster than the split point at the
     mt5_gliner peak (the backbone's README)."""
-    wanted = envs.get(IN_GRAPH_ATTENTION)
-    if not wanted:
-        envs.say_former_default(IN_GRAPH_ATTENTION)
-    return in_graph_attention_chosen(compat.device_type(vllm_config), wanted)
+    return in_graph_attention_switched(IN_GRAPH_ATTENTION, compat.device_type(vllm_config))
 
 
 @dataclass
