@@ -16,7 +16,7 @@ greedy selection (``flat_ner`` / ``multi_label``) then runs once over it, in
 :func:`~vllm_factory.heads.gliner.decoding.decode_spans`. ``input_spans``, ``class_probs``
 and linking read the same whole-text tensor, so they work across windows.
 
-A text that fits in one window is scored as before, byte for byte.
+A text that fits in one window gets the same prompt and decoding as before.
 """
 
 from __future__ import annotations
