@@ -83,3 +83,18 @@ def test_answers_after_the_end_are_not_a_window() -> None:
     records.append((31.0, 0.01, 200, -1))
     assert len(windows(start, records, memory)) == 4
     assert [w["t"] for w in windows(start, records, memory, end=30.0)] == [0.0, 10.0, 20.0]
+
+
+def test_a_minutes_p99_is_over_its_answers_and_growing_latency_fails() -> None:
+    _, _, memory = _run(lambda t: 1000, minutes=4.0)
+    # 20 answers a second; six slow ones together in one window of the first minute after
+    # warm-up: 3 % of that window (its p99 is theirs), 0.5 % of the minute (its p99 is not).
+    records = [(t / 20, 0.05, 200, -1) for t in range(240 * 20)]
+    burst = [(t, 2.0 if 75 <= t < 75.3 else s, status, which) for t, s, status, which in records]
+    timeline = windows(0.0, burst, memory)
+    assert max(w["p99_ms"] for w in timeline) == 2000.0
+    report = verdicts(burst, timeline, 0.0)
+    assert report["p99_first_minute_ms"] == 50.0 and report["pass"]["p99"]
+    growing = [(t, 0.05 * (1 + t / 60), status, which) for t, s, status, which in records]
+    report = verdicts(growing, windows(0.0, growing, memory), 0.0)
+    assert report["p99_ratio"] > 1.2 and not report["pass"]["p99"]
