@@ -100,7 +100,10 @@ def test_long_texts_match_gliner_on_the_same_windows(name, ner, long_reference, 
             key = (entity["start"], entity["end"], entity["label"])
             assert abs(entity["score"] - scored[key]) <= limits.score
             assert entity["text"] == case["text"][entity["start"] : entity["end"]]
-    if name in ("two_and_half", "ten", "nested"):  # spans across a window border are found
+    # spans across a window border are found (the texts of ten windows, with more borders than
+    # two and a half: on the mmBERT bi-encoder's random weights two and a half had none above
+    # its threshold, in the reference as in the server)
+    if name in ("ten", "nested"):
         # a window's first word, and the first word after a window (read by the next alone)
         ends = {start for start, _ in reference["windows"][1:]}
         ends |= {end for _, end in reference["windows"][:-1]}
