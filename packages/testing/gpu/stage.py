@@ -247,9 +247,24 @@ def gliner_serve_pins() -> list[str]:
     return [pin for name in names for pin in _pins(GLINER_KIT / name)] + GLINER_SERVE_EXTRAS
 
 
+def gliner2_beside_gliner() -> list[str]:
+    """gliner2 2.1.0 for the host's reference interpreter, beside gliner: the pins of the
+    GLiNER2 kit whose distributions gliner's pins do not name (gliner2, peft, accelerate,
+    requests, ...). gliner2 then runs on gliner's transformers (5.3.0; gliner2 takes
+    >=4.43,<6), as it did on CPU (``scripts/long_baseline.py --library gliner2``): the GLiNER2
+    benches' in-process baseline and their ``--workload long`` (``extract_long``)."""
+    gliner = {
+        canonicalize_name(pin.split("==")[0])
+        for pin in _pins(GLINER_KIT / "requirements-gliner.txt")
+    }
+    pins = _pins(KITS / "gliner2" / "requirements-gliner2.txt")
+    return [pin for pin in pins if canonicalize_name(pin.split("==")[0]) not in gliner]
+
+
 def bench_reference_pins() -> list[str]:
-    """What the GLiNER and ColBERT benches' checkpoint builders import on the host, and py-spy
-    (the bench's ``--py-spy``; its binary lands in ``$HOME/ref/bin``)."""
+    """What the GLiNER, GLiNER2 and ColBERT benches' checkpoint builders and in-process
+    baselines import on the host, and py-spy (the bench's ``--py-spy``; its binary lands in
+    ``$HOME/ref/bin``)."""
     pylate = [
         pin
         for pin in _pins(KITS / "colbert" / "requirements-pylate.txt")
@@ -257,6 +272,7 @@ def bench_reference_pins() -> list[str]:
     ]
     return [
         *_pins(GLINER_KIT / "requirements-gliner.txt"),
+        *gliner2_beside_gliner(),
         *pylate,
         *_pins(KITS / "colbert" / "pylate-nodeps.txt"),
         *BENCH_TOOLS,

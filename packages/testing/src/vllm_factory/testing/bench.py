@@ -79,10 +79,12 @@ __all__ = [
     "PluginSpec",
     "ServerSpec",
     "build_corpus",
+    "build_documents",
     "machine_info",
     "machine_name",
     "main",
     "parse_lengths",
+    "words_per_s",
 ]
 
 SHORT = "short"
@@ -93,6 +95,16 @@ DEFAULT_WORD_MODULES = (
     "pathlib", "statistics", "textwrap", "unittest", "urllib.parse",
 )  # fmt: skip
 MATMUL_N = 8192
+LONG = "long"
+"""The long-document workload's name (``--workload long``), where a spec offers it: documents
+of thousands of words (:data:`LONG_DOCUMENTS`), each one request read in windows by the
+plugin, against the reference library reading the same windows in process (a spec's
+:meth:`PluginSpec.corpus` builds them with :func:`build_documents`)."""
+LONG_DOCUMENTS = {"2000": 1.0, "5000": 1.0, "10000": 1.0, "15000": 1.0}
+"""Words of the long workload's documents and their shares. Up to 15,000 words: the GLiNER
+and GLiNER2 servers take texts of at most :data:`MAX_DOCUMENT_CHARS` characters, some 16,000
+words of the bench's word pool (about 6.1 characters a word with its space)."""
+MAX_DOCUMENT_CHARS = 100_000
 
 # -- plugin specs -------------------------------------------------------------------------------
 
@@ -211,6 +223,12 @@ class PluginSpec:
         """What the report should say about the bench checkpoint (e.g. its calibration)."""
         return {}
 
+    def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
+        """The in-process baseline script for ``config`` and what selects the library in it:
+        ``scripts/baseline.py`` with :meth:`baseline_args` unless a workload needs another
+        (e.g. ``scripts/long_baseline.py`` for :data:`LONG`); same arguments and output."""
+        return SCRIPTS / "baseline.py", self.baseline_args()
+
     def flops_per_sequence(self, checkpoint: Path, tokens: int) -> float | None:
         """Model FLOPs of one forward pass over ``tokens`` tokens (``None``: unknown)."""
         return None
@@ -319,6 +337,9 @@ class BenchConfig:
     req/s) and every round's req/s, so a ratio between servers can be told from run-to-run
     spread."""
     lengths: dict[str, float] = field(default_factory=dict)
+    documents: dict[str, float] = field(default_factory=dict)
+    """``--workload long``: words of its documents and their shares (``--documents``; empty:
+    :data:`LONG_DOCUMENTS`). ``lengths`` still shapes the checkpoint's calibration."""
     corpus_size: int = 256
     seed: int = 0
     batch_sizes: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
@@ -422,6 +443,30 @@ def default_config(plugin: str, device: str, quick: bool) -> BenchConfig:
     )  # fmt: skip
 
 
+def long_preset(config: BenchConfig) -> BenchConfig:
+    """``config`` (a :func:`default_config` preset) for the :data:`LONG` workload: documents of
+    :data:`LONG_DOCUMENTS` words (2,000 and 5,000 on CPU), fewer requests (a 15,000-word
+    document is some 70 windows), window batch sizes for the reference, no open loop.
+    Command-line options still override single fields."""
+    gpu = config.device != "cpu"
+    if not gpu:
+        documents = {"2000": 1.0, "5000": 1.0}
+        size, concurrencies, requests, batch_sizes, reference = 4, [1, 2, 4], 4, [1, 4, 16], 2
+        if config.quick:
+            documents, size, concurrencies, batch_sizes = {"2000": 1.0}, 2, [1, 2], [1, 8]
+    elif config.quick:
+        documents, size, concurrencies = LONG_DOCUMENTS, 16, [1, 4, 16]
+        requests, batch_sizes, reference = 32, [1, 16, 64], 8
+    else:
+        documents, size, concurrencies = LONG_DOCUMENTS, 32, [1, 2, 4, 8, 16, 32, 64]
+        requests, batch_sizes, reference = 64, [1, 8, 16, 32, 64, 128], 16
+    return dataclasses.replace(
+        config, documents=dict(documents), corpus_size=size, concurrencies=concurrencies,
+        requests=requests, warmup_max=min(config.warmup_max, 8), batch_sizes=batch_sizes,
+        reference_requests=reference, min_batches=1, rates=[], rate_fractions=[],
+    )  # fmt: skip
+
+
 # -- corpus -------------------------------------------------------------------------------------
 
 
@@ -431,12 +476,17 @@ class Corpus:
     tokens: list[int]
     """Model input tokens of each text (:meth:`PluginSpec.token_counter`)."""
     buckets: list[str]
+    words: list[int] | None = None
+    """Words of each text (whitespace-separated), where the run reports words/s."""
+    windows: list[list[int]] | None = None
+    """Where a text is read in windows: each window's model input tokens (``tokens`` is then
+    their sum, the overlaps counted once per window), for FLOPs per window."""
 
     def stats(self) -> dict[str, Any]:
         by_bucket: dict[str, list[int]] = {}
         for bucket, count in zip(self.buckets, self.tokens, strict=True):
             by_bucket.setdefault(bucket, []).append(count)
-        return {
+        stats: dict[str, Any] = {
             "texts": len(self.texts),
             "tokens_mean": sum(self.tokens) / len(self.tokens),
             "tokens_min": min(self.tokens),
@@ -446,6 +496,21 @@ class Corpus:
                 for name, v in sorted(by_bucket.items())
             },
         }
+        if self.words is not None:
+            stats["words_mean"] = sum(self.words) / len(self.words)
+            stats["words_total"] = sum(self.words)
+            stats["chars_max"] = max(len(text) for text in self.texts)
+        if self.windows is not None:
+            counts = [len(w) for w in self.windows]
+            stats["windows_mean"] = sum(counts) / len(counts)
+            stats["windows_total"] = sum(counts)
+        for name, entry in stats["buckets"].items():
+            picked = [i for i, bucket in enumerate(self.buckets) if bucket == name]
+            if self.words is not None:
+                entry["words"] = sorted({self.words[i] for i in picked})
+            if self.windows is not None:
+                entry["windows"] = sorted({len(self.windows[i]) for i in picked})
+        return stats
 
 
 def word_pool(extra_texts: Sequence[str] = (), modules: Sequence[str] = DEFAULT_WORD_MODULES):
@@ -553,6 +618,70 @@ def build_corpus(
         texts.append(text)
         tokens.append(n)
     return Corpus(texts, tokens, buckets)
+
+
+def parse_documents(text: str) -> dict[str, float]:
+    """``--documents``: ``"2000:1,5000:1"`` (words per document and shares) as
+    :func:`parse_lengths` reads lengths, every name a word count."""
+    out = parse_lengths(text)
+    if SHORT in out or any(int(name) < 1 for name in out):
+        raise ValueError(f"documents {text!r}: give word counts, e.g. 2000:1,5000:1")
+    return out
+
+
+def build_documents(
+    documents: dict[str, float],
+    size: int,
+    seed: int,
+    pool: Sequence[str],
+    window_tokens: Callable[[str], list[int]],
+    max_chars: int = MAX_DOCUMENT_CHARS,
+) -> Corpus:
+    """``size`` documents of exactly the word counts of ``documents`` (whitespace words of
+    seeded sentences from ``pool``; bucket shares as :func:`build_corpus` deals them, seeded
+    order), each with its windows' token counts (``window_tokens(text)``, the spec's reading
+    of it). A document over ``max_chars`` characters (what the servers take) raises
+    ``ValueError``."""
+    rng = random.Random(seed)
+    total = sum(documents.values())
+    names = sorted(documents, key=int)
+    quota = {name: round(size * documents[name] / total) for name in names}
+    quota[max(names, key=lambda n: documents[n])] += size - sum(quota.values())
+    buckets = [name for name in names for _ in range(quota[name])]
+    rng.shuffle(buckets)
+    texts, words, windows = [], [], []
+    for bucket in buckets:
+        # exactly the bucket's words (a one-word last sentence comes out twice)
+        text = " ".join(word_stream(pool, int(bucket), rng)[: int(bucket)])
+        if len(text) > max_chars:
+            raise ValueError(
+                f"a {bucket}-word document has {len(text)} characters, more than the "
+                f"{max_chars} a server takes: use fewer words (--documents)"
+            )
+        texts.append(text)
+        words.append(len(text.split()))
+        windows.append(window_tokens(text))
+    tokens = [sum(w) for w in windows]
+    return Corpus(texts, tokens, buckets, words=words, windows=windows)
+
+
+def words_per_s(corpus: Corpus, indices: Sequence[int], wall_seconds: float) -> float | None:
+    """Words of the texts ``indices`` (cyclically) per second of ``wall_seconds``; None where
+    the corpus does not count words or nothing was timed."""
+    if corpus.words is None or wall_seconds <= 0:
+        return None
+    n = len(corpus.words)
+    return sum(corpus.words[i % n] for i in indices) / wall_seconds
+
+
+def corpus_flops(spec: PluginSpec, checkpoint: Path, corpus: Corpus) -> list[float] | None:
+    """Model FLOPs of each text (:meth:`PluginSpec.flops_per_sequence`; for a text read in
+    windows, the sum over its windows), None where the spec cannot tell."""
+    sequences = corpus.windows or [[n] for n in corpus.tokens]
+    flops = [[spec.flops_per_sequence(checkpoint, n) for n in text] for text in sequences]
+    if any(f is None for text in flops for f in text):
+        return None
+    return [float(sum(text)) for text in flops]  # type: ignore[arg-type]
 
 
 def max_tokens_of(lengths: dict[str, float]) -> int:
@@ -668,8 +797,9 @@ def run_reference(
     out_file = workdir / "reference.json"
     texts_file.write_text(json.dumps({"texts": corpus.texts}), encoding="utf-8")
     warmup = config.warmup_max
+    script, library_args = spec.baseline(config)
     args = [
-        python, str(SCRIPTS / "baseline.py"), *spec.baseline_args(),
+        python, str(script), *library_args,
         "--checkpoint", str(checkpoint), "--texts", str(texts_file), "--out", str(out_file),
         "--device", config.device, "--dtype", config.dtype, "--warmup", str(warmup),
         "--requests", str(config.reference_requests),
@@ -687,7 +817,11 @@ def run_reference(
     for run in raw["runs"]:
         tokens = sum(corpus.tokens[i] for i in run["indices"])
         point = summarize(run["latencies_s"], run["wall_seconds"], 0, tokens=tokens)
-        points.append({**point.to_dict(), "batch_size": run["batch_size"], "mode": "batch"})
+        entry = {**point.to_dict(), "batch_size": run["batch_size"], "mode": "batch"}
+        rate = words_per_s(corpus, run["indices"], run["wall_seconds"])
+        if rate is not None:
+            entry["words_per_s"] = rate
+        points.append(entry)
     best = max(points, key=lambda p: p["req_per_s"])
     bs1 = next(p for p in points if p["batch_size"] == 1)
     return {
@@ -818,6 +952,10 @@ class ServerRun:
             mean = sum(flops[i % n] for i in indices) / len(indices)
             entry["model_flops_per_s"] = mean * point.req_per_s
             entry["mfu"] = entry["model_flops_per_s"] / (self.peak_flops * self.gpus)
+        if self.corpus.words is not None and point.count:
+            indices = range(first, first + point.count + point.errors)
+            mean = sum(self.corpus.words[i % n] for i in indices) / len(indices)
+            entry["words_per_s"] = mean * point.req_per_s
         entry["loadavg"] = list(os.getloadavg())
         return entry
 
@@ -1074,6 +1212,8 @@ def factors(report: dict[str, Any]) -> dict[str, Any]:
         out["vs_reference_bs1"] = plugin_peak["req_per_s"] / reference["bs1"]["req_per_s"]
         out["vs_reference_best"] = plugin_peak["req_per_s"] / reference["best"]["req_per_s"]
         out["reference_best_batch_size"] = reference["best"]["batch_size"]
+    if "words_per_s" in plugin_peak:
+        out.update(word_factors(servers["plugin"], reference))
     if "native" in servers:
         native_peak = max(servers["native"]["points"], key=lambda p: p["req_per_s"])
         out["native_peak_req_per_s"] = native_peak["req_per_s"]
@@ -1095,6 +1235,27 @@ def factors(report: dict[str, Any]) -> dict[str, Any]:
         }
     if peers:
         out["peers"] = peers
+    return out
+
+
+def word_factors(plugin: dict[str, Any], reference: dict[str, Any] | None) -> dict[str, Any]:
+    """The plugin's peak words/s and, where the reference counted words, its over the
+    reference's at batch size 1 and at its best batch size by words/s."""
+    peak = max(plugin["points"], key=lambda p: p.get("words_per_s") or 0.0)
+    out: dict[str, Any] = {
+        "plugin_peak_words_per_s": peak["words_per_s"],
+        "plugin_peak_words_concurrency": peak["concurrency"],
+    }
+    points = [p for p in (reference or {}).get("points", []) if p.get("words_per_s")]
+    if points:
+        best = max(points, key=lambda p: p["words_per_s"])
+        bs1 = next((p for p in points if p["batch_size"] == 1), None)
+        out["reference_best_words_per_s"] = best["words_per_s"]
+        out["reference_best_words_batch_size"] = best["batch_size"]
+        out["vs_reference_best_words"] = peak["words_per_s"] / best["words_per_s"]
+        if bs1 is not None:
+            out["reference_bs1_words_per_s"] = bs1["words_per_s"]
+            out["vs_reference_bs1_words"] = peak["words_per_s"] / bs1["words_per_s"]
     return out
 
 
@@ -1205,6 +1366,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         "native alike)",
     )  # fmt: skip
     ap.add_argument(
+        "--documents",
+        help="--workload long: words per document and shares, e.g. '2000:1,5000:1,10000:1' "
+        "(default 2000, 5000, 10000, 15000 words alike; on CPU 2000 and 5000)",
+    )  # fmt: skip
+    ap.add_argument(
         "--workload", default="",
         help="the spec's request mix, where it has several (e.g. colqwen3: pages, queries); "
         "results are then named <plugin>-<workload>-<mode>",
@@ -1212,6 +1378,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
     args = ap.parse_args(argv)
     config = default_config(args.plugin or (args.spec and args.spec.stem) or "", args.device,
                             args.quick)  # fmt: skip
+    if args.workload == LONG:
+        config = long_preset(config)
+    if args.documents:
+        config.documents = parse_documents(args.documents)
     if args.lengths:
         config.lengths = parse_lengths(args.lengths)
     if args.concurrency:
@@ -1269,8 +1439,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     matmul = None
     if config.device == "cuda":
         matmul = measure_matmul(sys.executable, "cuda", "bfloat16")
-    flops = [spec.flops_per_sequence(checkpoint, n) for n in corpus.tokens]
-    flops_list = None if any(f is None for f in flops) else [float(f) for f in flops]
+    flops_list = corpus_flops(spec, checkpoint, corpus)
     peak = matmul["flops_per_s"] if matmul else None
 
     info = machine_info(config.device, matmul["device_name"] if matmul else None)
@@ -1331,10 +1500,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     folder = args.out_dir / name if args.out_dir else bench_report.results_folder(repo_root(), name)
     workload = f"{config.workload}-" if config.workload else ""
     stem = bench_report.record_stem(args.tag or f"{spec.name}-{workload}{config.mode}")
-    paths = bench_report.write_all(report, folder, stem)
+    reporter: Any = bench_report
+    if config.workload == LONG:
+        from vllm_factory.testing import long_report as reporter
+    paths = reporter.write_all(report, folder, stem)
     for path in paths:
         logger.info("wrote %s", path)
-    print(bench_report.markdown(report))
+    print(reporter.markdown(report))
     return report
 
 

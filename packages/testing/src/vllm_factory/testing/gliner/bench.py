@@ -20,6 +20,13 @@
 - Token counts (corpus lengths, tokens/s): the text's own tokens, i.e. the full gliner prompt
   (``[CLS] <<ENT>> person ... <<SEP>> words [SEP]``) minus its fixed part (special tokens and
   the 5-label prompt, the same for every request).
+- ``--workload long``: documents of thousands of words (:func:`~vllm_factory.testing.bench.
+  build_documents`; the checkpoint calibrated as for the default mix), one per request with
+  ``long_text: "window"`` (the plugin's default overlap), against gliner in process reading
+  the same windows and merging them as the kit's long reference does
+  (``scripts/long_baseline.py --library gliner``); no gliner.serve (it reads a text's first
+  ``max_len`` words only). Token counts are then summed over each document's windows (each
+  window's text tokens, at most what the tokenizer keeps).
 """
 
 from __future__ import annotations
@@ -34,13 +41,18 @@ from typing import Any
 
 from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
+    LONG,
+    LONG_DOCUMENTS,
     SHORT,
     SHORT_RANGE,
     BenchConfig,
+    Corpus,
     PackageBenchSpec,
     ServerSpec,
     bench_artifacts,
+    build_documents,
     pool_texts,
+    word_pool,
 )
 from vllm_factory.testing.gliner.gliner_serve import (
     ROUTE,
@@ -55,7 +67,7 @@ from vllm_factory.testing.gliner.references import (
     GLiNERReference,
     gliner_env,
 )
-from vllm_factory.testing.refenv import cached_artifact
+from vllm_factory.testing.refenv import SCRIPTS, cached_artifact
 
 LABELS = ["person", "organization", "location", "date", "product"]
 THRESHOLD = 0.5
@@ -86,6 +98,13 @@ def calibration_words(lengths: dict[str, float], rng: random.Random) -> list[int
 
 def plugin_body(model: str, text: str, encoding: str) -> dict:
     return {"model": model, "data": {"text": text, "labels": LABELS, "threshold": THRESHOLD}}
+
+
+def long_plugin_body(model: str, text: str, encoding: str) -> dict:
+    """:func:`plugin_body` read whole in windows (the default overlap)."""
+    body = plugin_body(model, text, encoding)
+    body["data"]["long_text"] = "window"
+    return body
 
 
 def describe_entities(bodies: list[dict], answers: list[dict]) -> dict:
@@ -120,8 +139,9 @@ def _density(texts: list[str], found: list[int]) -> dict:
 
 
 def check_plugin(answer: dict) -> None:
+    """The answer to one text given as a string: ``data`` is its entity list (flat)."""
     items = answer.get("data")
-    if not (isinstance(items, list) and len(items) == 1 and isinstance(items[0], list)):
+    if not (isinstance(items, list) and all(isinstance(item, dict) for item in items)):
         raise ValueError(f"plugin: expected one entity list, got {str(answer)[:300]}")
 
 
@@ -166,6 +186,10 @@ class GLiNERBenchSpec(PackageBenchSpec):
     reference_library = "gliner"
     reference_kit = GLiNERReference
     reference_env = staticmethod(gliner_env)
+    workloads = ("texts", LONG)
+    """``texts`` (the default): one text per request in the run's length mix; ``long``:
+    documents read in windows."""
+    workload = ""
 
     def word_texts(self) -> list[str]:
         return json.loads(CORPUS.read_text(encoding="utf-8"))["texts"]
@@ -174,6 +198,7 @@ class GLiNERBenchSpec(PackageBenchSpec):
         return ["--library", "gliner", "--labels", ",".join(LABELS), "--threshold", str(THRESHOLD)]
 
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
+        self.workload = config.workload
         if config.checkpoint:
             return Path(config.checkpoint)
         texts = self.calibration_texts(config.lengths)
@@ -181,6 +206,21 @@ class GLiNERBenchSpec(PackageBenchSpec):
             self.reference, self.name, texts, LABELS, self.given_env(config),
             device=config.device, dtype=config.dtype,
         )  # fmt: skip
+
+    def corpus(self, config: BenchConfig, checkpoint: Path) -> Corpus | None:
+        """``--workload long``: documents of ``config.documents`` words, each with its windows'
+        text tokens as the plugin reads them (default overlap); else None (the run's mix)."""
+        if config.workload != LONG:
+            return None
+        return build_documents(
+            config.documents or LONG_DOCUMENTS, config.corpus_size, config.seed,
+            word_pool(self.word_texts()), _window_tokens(checkpoint),
+        )  # fmt: skip
+
+    def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
+        if config.workload != LONG:
+            return super().baseline(config)
+        return SCRIPTS / "long_baseline.py", self.baseline_args()
 
     def calibration_texts(self, lengths: dict[str, float] | None = None) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of corpus and docstring
@@ -221,7 +261,19 @@ class GLiNERBenchSpec(PackageBenchSpec):
 
     def servers(self, checkpoint: Path) -> list[ServerSpec]:
         """The plugin, then gliner's own server (:mod:`vllm_factory.testing.gliner.gliner_serve`)
-        on the same checkpoint."""
+        on the same checkpoint; for ``--workload long`` the plugin alone, reading windows."""
+        if self.workload == LONG:
+            return [
+                ServerSpec(
+                    name="plugin",
+                    label=f"plugin {self.name}_io, windows",
+                    io_processor_plugin=None,
+                    hf_overrides=None,
+                    make_body=long_plugin_body,
+                    check=check_plugin,
+                    describe=describe_entities,
+                )
+            ]
         return [
             ServerSpec(
                 name="plugin",
@@ -298,3 +350,25 @@ def _words_per_token(checkpoint: Path, texts: tuple[str, ...]) -> float:
     count = _text_tokens(checkpoint)
     words = sum(len(split_words(text, settings.max_len)) for text in texts)
     return words / max(1, sum(count(text) for text in texts))
+
+
+@cache
+def _window_tokens(checkpoint: Path) -> Callable[[str], list[int]]:
+    """``text -> text tokens of each window`` as the plugin reads it with the default overlap
+    (:mod:`vllm_factory.heads.gliner.windows`): each window's full prompt, cut at the
+    tokenizer's limit as gliner and the plugin cut it, minus the fixed label prompt."""
+    from transformers import AutoTokenizer
+    from vllm_factory.heads.gliner.prompts import split_words
+    from vllm_factory.heads.gliner.windows import default_overlap, window_bounds
+
+    settings, _, full = _prompt_counter(checkpoint)
+    limit = int(AutoTokenizer.from_pretrained(str(checkpoint)).model_max_length)
+    overhead = full([])
+    overlap = default_overlap(settings.max_len)
+
+    def count(text: str) -> list[int]:
+        words = split_words(text).texts
+        bounds = window_bounds(len(words), settings.max_len, overlap)
+        return [min(full(words[a:b]), limit) - overhead for a, b in bounds]
+
+    return count

@@ -20,6 +20,14 @@
 - Token counts (corpus lengths, tokens/s): the text's own tokens, i.e. the plugin's full
   prompt (``( [P] entities ( [E] person ... ) ) [SEP_STRUCT] ... [SEP_TEXT] words``) minus its
   fixed schema part (the same for every request).
+- ``--workload long``: documents of thousands of words (:func:`~vllm_factory.testing.bench.
+  build_documents`), one per request with ``long_text: "window"`` (``extract_long``'s
+  windows: 384 words, 64 shared), against ``GLiNER2.extract_long`` / ``batch_extract_long`` in
+  process (``scripts/long_baseline.py --library gliner2``). ``--max-model-len`` is then the
+  longest window's prompt (schema included, rounded up to 64), with
+  ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` past the encoder's 512 positions, so that the server
+  reads the library's windows and does not split them again; token counts are summed over
+  each document's windows.
 """
 
 from __future__ import annotations
@@ -33,11 +41,16 @@ from typing import Any
 
 from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
+    LONG,
+    LONG_DOCUMENTS,
     BenchConfig,
+    Corpus,
     PackageBenchSpec,
     ServerSpec,
     bench_artifacts,
+    build_documents,
     pool_texts,
+    word_pool,
 )
 from vllm_factory.testing.gliner2.references import (
     CASES,
@@ -45,7 +58,7 @@ from vllm_factory.testing.gliner2.references import (
     GLiNER2Reference,
     gliner2_env,
 )
-from vllm_factory.testing.refenv import cached_artifact
+from vllm_factory.testing.refenv import SCRIPTS, cached_artifact
 
 SCHEMA: dict[str, Any] = {
     "entities": ["person", "organization", "location", "date", "product"],
@@ -76,6 +89,13 @@ SPAN_QUERIES = 10
 
 def plugin_body(model: str, text: str, encoding: str) -> dict:
     return {"model": model, "data": {"text": text, "schema": SCHEMA, "threshold": THRESHOLD}}
+
+
+def long_plugin_body(model: str, text: str, encoding: str) -> dict:
+    """:func:`plugin_body` read whole in ``extract_long``'s windows (its defaults)."""
+    body = plugin_body(model, text, encoding)
+    body["data"]["long_text"] = "window"
+    return body
 
 
 def describe_extractions(bodies: list[dict], answers: list[dict]) -> dict:
@@ -136,6 +156,12 @@ class GLiNER2BenchSpec(PackageBenchSpec):
     reference_library = "gliner2"
     reference_kit = GLiNER2Reference
     reference_env = staticmethod(gliner2_env)
+    workloads = ("texts", LONG)
+    """``texts`` (the default): one text per request in the run's length mix; ``long``:
+    documents read in windows."""
+    workload = ""
+    _config: BenchConfig | None = None
+    _documents: Corpus | None = None
 
     def word_texts(self) -> list[str]:
         return [case["text"] for case in json.loads(CASES.read_text(encoding="utf-8"))]
@@ -145,6 +171,7 @@ class GLiNER2BenchSpec(PackageBenchSpec):
                 "--threshold", str(THRESHOLD)]  # fmt: skip
 
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
+        self.workload, self._config = config.workload, config
         if config.checkpoint:
             return Path(config.checkpoint)
 
@@ -173,6 +200,23 @@ class GLiNER2BenchSpec(PackageBenchSpec):
         inputs = [self.reference.builder, *KIT_INPUTS, given]
         target = cached_artifact(f"checkpoint-bench-seed{SEED}", inputs, build, root=root)
         return target / "checkpoint"
+
+    def corpus(self, config: BenchConfig, checkpoint: Path) -> Corpus | None:
+        """``--workload long``: documents of ``config.documents`` words, each with its windows'
+        text tokens (``extract_long``'s windows); else None (the run's mix)."""
+        if config.workload != LONG:
+            return None
+        if self._documents is None:
+            self._documents = build_documents(
+                config.documents or LONG_DOCUMENTS, config.corpus_size, config.seed,
+                word_pool(self.word_texts()), _window_tokens(checkpoint),
+            )  # fmt: skip
+        return self._documents
+
+    def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
+        if config.workload != LONG:
+            return super().baseline(config)
+        return SCRIPTS / "long_baseline.py", self.baseline_args()
 
     def calibration_texts(self) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of case and docstring
@@ -212,6 +256,11 @@ class GLiNER2BenchSpec(PackageBenchSpec):
         any length) vLLM starts only with ``--server-env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``:
         512-token texts take 609."""
         _, full = _prompt_counter(checkpoint)
+        if self.workload == LONG and self._config is not None:
+            documents = self.corpus(self._config, checkpoint)
+            assert documents is not None and documents.windows is not None
+            longest = max(n for windows in documents.windows for n in windows) + full([])
+            return max(-(-longest // 64) * 64, 512)
         return max(max_tokens + full([]), 512)
 
     def flops_per_sequence(self, checkpoint: Path, tokens: int) -> float | None:
@@ -232,16 +281,19 @@ class GLiNER2BenchSpec(PackageBenchSpec):
         return _text_tokens(checkpoint)
 
     def servers(self, checkpoint: Path) -> list[ServerSpec]:
+        long = self.workload == LONG
         return [
             ServerSpec(
                 name="plugin",
-                label=f"plugin deberta_{self.name}_io",
+                label=f"plugin deberta_{self.name}_io" + (", windows" if long else ""),
                 io_processor_plugin=None,  # --config-format gliner2 names it
                 hf_overrides=None,
-                make_body=plugin_body,
+                make_body=long_plugin_body if long else plugin_body,
                 check=check_plugin,
                 extra_args=CONFIG_FORMAT,
                 describe=describe_extractions,
+                # the windows' prompts may pass the encoder's 512 positions (max_model_len)
+                env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if long else {},
             )
         ]
 
@@ -301,3 +353,22 @@ def _words_per_token(checkpoint: Path, texts: tuple[str, ...]) -> float:
     count = _text_tokens(checkpoint)
     words = sum(len(split_words(text).tokens) for text in texts)
     return words / max(1, sum(count(text) for text in texts))
+
+
+@cache
+def _window_tokens(checkpoint: Path) -> Callable[[str], list[int]]:
+    """``text -> text tokens of each window`` of ``extract_long``'s defaults
+    (:func:`vllm_factory.models.gliner2.windows.split_windows`)."""
+    from vllm_factory.models.gliner2.windows import (
+        DEFAULT_CHUNK_OVERLAP,
+        DEFAULT_CHUNK_SIZE,
+        split_windows,
+    )
+
+    count = _text_tokens(checkpoint)
+
+    def windows(text: str) -> list[int]:
+        pieces = split_windows(text, DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_OVERLAP)
+        return [count(piece.text) for piece in pieces]
+
+    return windows
