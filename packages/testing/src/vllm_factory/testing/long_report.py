@@ -111,8 +111,9 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
         best = max(ref_points, key=lambda p: p["words_per_s"])
         bs1 = next((p for p in ref_points if p["batch_size"] == 1), None)
         if bs1 is not None:
+            same = " (= best)" if best is bs1 else ""
             ax.axhline(bs1["words_per_s"], color="tab:gray", linestyle=":",
-                       label=f"{ref['library']} batch size 1")  # fmt: skip
+                       label=f"{ref['library']} batch size 1{same}")  # fmt: skip
         if bs1 is None or best is not bs1:
             ax.axhline(best["words_per_s"], color="tab:green", linestyle="-.",
                        label=f"{ref['library']} best ({best['batch_size']} windows a batch)")  # fmt: skip
