@@ -373,7 +373,8 @@ def test_parse_settings_defaults_and_refusals():
     assert settings.span_mode == "markerV0" and settings.has_projection
     for bad, match in [
         ({"span_mode": "markerV1"}, "span_mode"),
-        ({"span_mode": "token_level"}, "span_mode"),
+        ({"span_mode": "token_level", "represent_spans": True}, "represent_spans"),
+        ({"model_type": "gliner_bi_encoder_token"}, "token-level bi-encoder"),
         ({"labels_encoder": "bert"}, "bi-encoder"),  # no labels_encoder_config
         ({"relations_layer": "x"}, "relation"),
         ({"post_fusion_schema": "l2l"}, "post-fusion"),

@@ -52,6 +52,7 @@ from vllm_factory.heads.gliner.prompts import WordLayout, layout_for
 from vllm_factory.heads.gliner.settings import GLiNERSettings
 from vllm_factory.heads.gliner.span_graphs import RowBuckets, SpanGraphs, span_kernel_backend
 from vllm_factory.heads.gliner.step_plan import StepPlan
+from vllm_factory.heads.gliner.token_level import TokenScorer
 from vllm_factory.heads.gliner.word_lstm import WordLSTM
 from vllm_factory.kernels import span_logits
 
@@ -197,8 +198,11 @@ class GLiNERSpanHead(FactoryPooler):
         if settings.num_rnn_layers > 0:
             self.rnn = WordLSTM(width, settings.num_rnn_layers, cuda_graphs)
         self.span_graphs = SpanGraphs(cuda_graphs)  # not a module: no weights of its own
-        self.span_rep_layer = SpanRepLayer(width, settings.max_width)
-        self.prompt_rep_layer = projection(width)
+        if settings.token_level:  # gliner's token model: a (word, label) scorer, no span layer
+            self.scorer = TokenScorer(width)
+        else:
+            self.span_rep_layer = SpanRepLayer(width, settings.max_width)
+            self.prompt_rep_layer = projection(width)
         if dtype is not None:
             self.to(dtype)
 
@@ -295,13 +299,23 @@ class GLiNERSpanHead(FactoryPooler):
 
         return self.label_cache.vectors(label_ids, encode)
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The head's compute dtype (its label-side weights')."""
+        if self.settings.token_level:
+            return self.scorer.proj_label.weight.dtype
+        return self.prompt_rep_layer[0].weight.dtype
+
     def no_scores(self, request: PoolerRequest, device: torch.device) -> torch.Tensor:
-        """The well-formed empty result ``[0, max_width, num_labels]`` of an unscored prompt."""
+        """The well-formed empty result of an unscored prompt: ``[0, max_width, num_labels]``
+        (token-level: ``[0, num_labels, 3]``)."""
         labels = 0
         if self.settings.bi_encoder:
             labels = len(label_ids_for(request.extra, **self.label_limits) or ())
         elif request.token_ids is not None:
             labels = int((request.token_ids == self.settings.class_token_index).sum())
+        if self.settings.token_level:
+            return torch.zeros((0, labels, 3), device=device)
         return torch.zeros((0, self.settings.max_width, labels), device=device)
 
     @classmethod
@@ -345,23 +359,19 @@ class GLiNERSpanHead(FactoryPooler):
         columns of its own labels; the step's scores reach the host in one copy. A
         bi-encoder's label vectors are rows of ``label_table``. On a GPU the scoring after the
         BiLSTM is replayed from a CUDA graph per bucket (:class:`SpanGraphs`)."""
-        dtype = self.prompt_rep_layer[0].weight.dtype
-        tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(dtype)
+        tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(self.dtype)
         pad = RowBuckets.for_device(tokens.device)
         if self.settings.has_projection:
             tokens = self.token_rep_layer.projection(pad.rows(tokens))
         index = plan.device_index(tokens.device)
+        if self.settings.token_level:
+            return self.token_scores(tokens, plan, index)
         label_row = pad.rows(index["label_row"])  # padded rows read token (or label) 0
         if label_table is None:  # [labels of the step (padded), width]
             labels = self.prompt_rep_layer(tokens[label_row])
         else:
             labels = label_table[label_row]
-        words = self.word_vectors(tokens, plan, index)
-        if self.settings.runs_rnn:
-            padded = words.new_zeros(plan.batch * plan.max_words, words.shape[-1])
-            padded[index["word_slot"]] = words
-            padded = self.rnn(padded.view(plan.batch, plan.max_words, -1), plan.lengths)
-            words = padded.flatten(0, 1)[index["word_slot"]]
+        words = self.contextual_words(tokens, plan, index)
         max_width = self.span_rep_layer.span_rep_layer.max_width
         columns = plan.label_columns(index)  # [words, labels per prompt] or None
         scores = None
@@ -378,6 +388,38 @@ class GLiNERSpanHead(FactoryPooler):
         if scores.device.type != "cpu":  # vLLM syncs before it reads a pooler output
             scores = scores.to("cpu", non_blocking=True)
         return plan.split(scores.flatten(), max_width)
+
+    def contextual_words(
+        self, tokens: torch.Tensor, plan: StepPlan, index: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """``[words of the step, width]``: the word vectors, through the BiLSTM if the
+        checkpoint runs one (over the padded batch)."""
+        words = self.word_vectors(tokens, plan, index)
+        if self.settings.runs_rnn:
+            padded = words.new_zeros(plan.batch * plan.max_words, words.shape[-1])
+            padded[index["word_slot"]] = words
+            padded = self.rnn(padded.view(plan.batch, plan.max_words, -1), plan.lengths)
+            words = padded.flatten(0, 1)[index["word_slot"]]
+        return words
+
+    def token_scores(
+        self, tokens: torch.Tensor, plan: StepPlan, index: dict[str, torch.Tensor]
+    ) -> list[torch.Tensor]:
+        """Token-level checkpoints: sigmoid start / end / inside scores ``[num_words,
+        num_labels, 3]`` (float32, on the CPU) per prompt of ``plan``, in its input order. The
+        label vectors are the ``<<ENT>>`` token vectors themselves (gliner's token model has no
+        ``prompt_rep_layer``); each prompt's words are scored against its own labels."""
+        labels = tokens[index["label_row"]]  # [labels of the step, width]
+        words = self.contextual_words(tokens, plan, index)
+        out: list[torch.Tensor | None] = [None] * plan.batch
+        for original, rows, columns in plan.blocks():
+            logits = self.scorer.logits(words[rows], labels[columns])
+            out[original] = torch.sigmoid(logits.float())
+        if words.device.type != "cpu":  # one copy of the step's scores to the host
+            sizes = [scores.shape[0] for scores in out]  # type: ignore[union-attr]
+            flat = torch.cat(out).to("cpu", non_blocking=True)  # type: ignore[arg-type]
+            return list(flat.split(sizes))
+        return out  # type: ignore[return-value]
 
     def span_logits(
         self,

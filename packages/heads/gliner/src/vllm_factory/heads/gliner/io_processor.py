@@ -65,6 +65,7 @@ from vllm_factory.heads.gliner.request import (
 )
 from vllm_factory.heads.gliner.settings import GLiNERSettings, read_settings
 from vllm_factory.heads.gliner.stats import register_collector
+from vllm_factory.heads.gliner.token_level import decode_tokens, merge_word_scores
 from vllm_factory.heads.gliner.windows import (
     TextWindows,
     default_overlap,
@@ -266,6 +267,8 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         problem = request.input_span_problem()
         if problem is not None:
             raise compat.validation_error(problem, "data.input_spans")
+        if self.settings.token_level:
+            self.check_token_level(request)
         plan = self.label_plan(request)
         field = "data.labels" if request.candidates is None else "data.candidates"
         label_ids = None
@@ -324,6 +327,22 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         self._latest.label_ids = label_ids
         return prompts
 
+    @staticmethod
+    def check_token_level(request: GLiNERRequest) -> None:
+        """A token-level checkpoint scores words, not spans: what needs a span's score per
+        label (``class_probs``, entity linking) is refused, naming the field."""
+        for field, asked in (
+            ("return_class_probs", request.return_class_probs),
+            ("candidates", request.candidates is not None),
+            ("candidate_labels", request.candidate_labels is not None),
+        ):
+            if asked:
+                raise compat.validation_error(
+                    f"data.{field}: not available for a token-level GLiNER checkpoint "
+                    "(span_mode 'token_level' scores words, not spans per label)",
+                    f"data.{field}",
+                )
+
     def check_budget(self, request: GLiNERRequest, plan: LabelPlan, chunks: list) -> None:
         """Refuse, before any tokenizing, a request over the server's budgets: the characters
         tokenized (each prompt's words and labels), the span x label cells the model scores
@@ -331,12 +350,14 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         label_chars = sum(len(label) for label in plan.labels)
         text_chars, words, spans = 0, 0, 0
         width = self.settings.max_width
+        token_level = self.settings.token_level
         windows = 0
         for text in self.text_windows(request):
             for first, end in text.bounds:  # overlapping words count once per window
                 windows += 1
                 words += end - first
-                spans += spans_inside(end - first, width)
+                # a token-level span may run over the whole window
+                spans += spans_inside(end - first, end - first if token_level else width)
                 if end > first:
                     start, stop = text.words.bounds(first, end - 1)
                     text_chars += stop - start
@@ -348,7 +369,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             ("data.text" if text_chars >= label_chars else labels_field,
              text_chars + label_chars, envs.MAX_REQUEST_CHARS, "characters to tokenize",
              "send fewer or shorter texts or labels"),
-            ("data.text", words * self.settings.max_width * len(plan.labels),
+            ("data.text", words * (3 if token_level else width) * len(plan.labels),
              envs.GLINER_MAX_CELLS, "span x label cells", "send fewer texts, words or labels"),
         ]  # fmt: skip
         if request.return_scores:
@@ -413,25 +434,18 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             except UnscoredText as error:  # the prompt changed after pre-processing
                 field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
                 raise compat.validation_error(str(error), field) from None
+            merge = merge_word_scores if self.settings.token_level else merge_scores
             per_chunk = [
-                merge_scores(list(parts), windows.bounds, len(words)) for parts in zip(*per_window)
+                merge(list(parts), windows.bounds, len(words)) for parts in zip(*per_window)
             ]
             allowed = None
             if request.input_spans is not None and request.input_spans[index] is not None:
                 chars = [(span.start, span.end) for span in request.input_spans[index]]
-                allowed = span_filter(word_spans(chars, words), len(words), per_chunk[0].shape[1])
+                allowed = word_spans(chars, words)
             found = []
             for chunk, scores in zip(plan.decoded_chunks, per_chunk):
                 try:
-                    spans = decode_spans(
-                        scores,
-                        len(words),
-                        request.threshold,
-                        request.flat_ner,
-                        request.multi_label,
-                        allowed,
-                        max_candidates=candidates_left,
-                    )
+                    spans = self.decode(request, scores, len(words), allowed, candidates_left)
                 except TooManyCandidates as error:
                     limit = envs.get(envs.MAX_ENTITIES)
                     seen = limit - candidates_left + error.count
@@ -468,6 +482,36 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 results.append(entities)
         # One text (vLLM Factory 0.2's form): its entities; a list of texts: one result per text.
         return results[0] if isinstance(request.text, str) else results
+
+    def decode(
+        self,
+        request: GLiNERRequest,
+        scores: torch.Tensor,
+        num_words: int,
+        allowed: list[tuple[int, int]] | None,
+        max_candidates: int,
+    ) -> Any:
+        """The kept spans of one text's scores (span or token-level, as the checkpoint);
+        ``allowed``: the (first word, last word) spans ``input_spans`` restrict them to."""
+        if self.settings.token_level:
+            return decode_tokens(
+                scores,
+                request.threshold,
+                request.flat_ner,
+                request.multi_label,
+                None if allowed is None else set(allowed),
+                max_candidates=max_candidates,
+            )
+        mask = None if allowed is None else span_filter(allowed, num_words, scores.shape[1])
+        return decode_spans(
+            scores,
+            num_words,
+            request.threshold,
+            request.flat_ner,
+            request.multi_label,
+            mask,
+            max_candidates=max_candidates,
+        )
 
 
 def spans_inside(words: int, max_width: int) -> int:

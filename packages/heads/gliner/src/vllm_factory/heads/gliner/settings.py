@@ -7,8 +7,14 @@ from typing import Any
 
 CONFIG_FILE = "gliner_config.json"
 SUBTOKEN_POOLING = ("first", "last", "mean", "max")
-SPAN_MODES = ("markerV0",)
-MODEL_TYPES = (None, "gliner_uni_encoder_span", "gliner_bi_encoder_span")
+SPAN_MODES = ("markerV0", "token_level")
+TOKEN_LEVEL = "token_level"  # start / end / inside scores per word and label, not per span
+MODEL_TYPES = (
+    None,
+    "gliner_uni_encoder_span",
+    "gliner_bi_encoder_span",
+    "gliner_uni_encoder_token",
+)
 
 
 class UnsupportedGLiNERConfig(ValueError):
@@ -41,6 +47,12 @@ class GLiNERSettings:
     @property
     def bi_encoder(self) -> bool:
         return self.labels_encoder_config is not None
+
+    @property
+    def token_level(self) -> bool:
+        """gliner's token model (``span_mode: token_level``): a scorer over (word, label)
+        pairs instead of span vectors (:mod:`~vllm_factory.heads.gliner.token_level`)."""
+        return self.span_mode == TOKEN_LEVEL
 
     @property
     def runs_rnn(self) -> bool:
@@ -100,6 +112,11 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
         if config.get(key):
             raise UnsupportedGLiNERConfig(f"{key} is set: {what} GLiNER models are not supported")
     model_type = config.get("model_type")
+    if model_type == "gliner_bi_encoder_token":
+        raise UnsupportedGLiNERConfig(
+            "model_type 'gliner_bi_encoder_token': token-level bi-encoder GLiNER models are not "
+            "supported (token-level uni-encoders and span bi-encoders are)"
+        )
     if model_type not in MODEL_TYPES:
         raise UnsupportedGLiNERConfig(f"model_type {model_type!r} is not a span GLiNER")
     if (model_type == "gliner_bi_encoder_span") != bi_encoder and model_type is not None:
@@ -111,6 +128,18 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
         raise UnsupportedGLiNERConfig(
             f"span_mode {span_mode!r} is not supported (supported: {', '.join(SPAN_MODES)})"
         )
+    # gliner picks the span or token model by span_mode (not model_type): so do we.
+    if span_mode == TOKEN_LEVEL:
+        if bi_encoder:
+            raise UnsupportedGLiNERConfig(
+                "span_mode 'token_level' with a labels_encoder: token-level bi-encoder GLiNER "
+                "models are not supported (token-level uni-encoders and span bi-encoders are)"
+            )
+        if config.get("represent_spans"):
+            raise UnsupportedGLiNERConfig(
+                "represent_spans is set: token-level GLiNER models that rescore spans are not "
+                "supported"
+            )
     pooling = config.get("subtoken_pooling", "first")
     if pooling not in SUBTOKEN_POOLING:
         raise UnsupportedGLiNERConfig(f"subtoken_pooling {pooling!r} is not supported")
