@@ -108,3 +108,49 @@ def reference_dirs_of(*references: GLiNERReference) -> Callable[[], list[Path]]:
     """A package reference module's ``reference_dirs()``: the folders of all its checkpoint
     variants (the GPU check's staging builds them all)."""
     return lambda: [reference.reference_dir() for reference in references]
+
+
+TOKEN_BUILDER = SCRIPTS / "gliner_token_checkpoint.py"
+TOKEN_ENCODE = SCRIPTS / "gliner_token_encode.py"
+
+
+class GLiNERTokenReference(GLiNERReference):
+    """A package's token-level reference (``span_mode: token_level``): gliner's own
+    ``UniEncoderTokenGLiNER`` on the package's tiny backbone (its ``build_checkpoint.py`` gives
+    sizes, tokenizer and backbone; ``scripts/gliner_token_checkpoint.py`` the token model), and
+    gliner's outputs through ``scripts/gliner_token_encode.py``: ``ref-scores.npz`` holds
+    ``[words, labels, 3]`` start / end / inside scores per (label set, text)."""
+
+    VARIANTS: ClassVar[dict[str, list[str]]] = {"token-level": []}
+
+    def __init__(self, module_file: str | Path, variant: str = "token-level") -> None:
+        super().__init__(module_file, variant)
+
+    def build_checkpoint(
+        self,
+        out: Path,
+        size: str = "tiny",
+        seed: int = 0,
+        calibrate: Sequence[object] = (),
+        env: ReferenceEnv | None = None,
+    ) -> Path:
+        if calibrate:
+            raise ValueError("token-level reference checkpoints are not calibrated")
+        (env or gliner_env()).ensure().run(
+            TOKEN_BUILDER, "--builder", self.builder, "--out", out, "--seed", seed,
+            "--size", size,
+        )  # fmt: skip
+        return out
+
+    def _build(self, target: Path) -> None:
+        checkpoint = self.build_checkpoint(target / "checkpoint")
+        gliner_env().run(
+            TOKEN_ENCODE, "--checkpoint", checkpoint, "--corpus", CORPUS,
+            "--out", target / "ref-scores.npz", "--entities", target / "ref-entities.json",
+            "--bf16-out", target / "ref-scores-bf16.npz",
+        )  # fmt: skip
+
+    def reference_dir(self) -> Path:
+        """As :meth:`GLiNERReference.reference_dir`, for the token-level checkpoint."""
+        inputs = [self.builder, *KIT_INPUTS, TOKEN_BUILDER, TOKEN_ENCODE]
+        return cached_artifact(self.name, inputs, self._build)
