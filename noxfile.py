@@ -50,7 +50,10 @@ BENCH_DEPS = ["matplotlib", "tqdm"]
 # package's tests; the vLLM version matrix runs those of the backbones (the vLLM ops and layers
 # they call differ between versions) and models; CI's older-vLLM pass (.ci/run, `-- --ci`) the
 # backbones and each family's representative model.
-ALL_TESTS = [f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests]
+# The deployment recipes (packages/deploy: no wheel) test three real servers behind a router;
+# their suite runs after the models' (whose reference checkpoints it serves).
+DEPLOY_TESTS = "packages/deploy/tests"
+ALL_TESTS = [*(f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests), DEPLOY_TESTS]
 MODEL_TESTS = [f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests and p.layer == "model"]
 MATRIX_TESTS = [
     f"{p.folder}/{p.tests}" for p in PACKAGES if p.tests and p.layer in ("backbone", "model")
@@ -271,8 +274,9 @@ def tests(session: nox.Session) -> None:
     if not suites:
         session.error(f"no suite in lane {lane!r}: SECOND_LANE names no package")
     prefetch = serving_env(session, DEFAULT_VLLM, wait=False)
-    run_suites(session, [suite for suite in suites if suite not in MODEL_TESTS])
+    run_suites(session, [suite for suite in suites if suite not in (*MODEL_TESTS, DEPLOY_TESTS)])
     run_suites(session, [suite for suite in suites if suite in MODEL_TESTS])
+    run_suites(session, [suite for suite in suites if suite == DEPLOY_TESTS])
     finish_reference_prefetch(session, prefetch)
 
 
