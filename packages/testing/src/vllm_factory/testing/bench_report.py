@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -450,25 +451,39 @@ def record_stem(name: str, root: Path | None = None) -> str:
     return f"{time.strftime('%Y-%m-%d', time.gmtime())}-{commit}-{name}"
 
 
-def write_all(report: dict[str, Any], folder: Path, stem: str) -> list[Path]:
-    """JSON (:func:`portable`), Markdown and both charts into ``folder``; returns their paths."""
+Render = Callable[[dict[str, Any]], str]
+Draw = Callable[[dict[str, Any], Path], list[Path]]
+
+
+def write_all(
+    report: dict[str, Any],
+    folder: Path,
+    stem: str,
+    render: Render | None = None,
+    draw: Draw | None = None,
+) -> list[Path]:
+    """JSON (:func:`portable`), Markdown and the charts into ``folder`` (``render`` and
+    ``draw`` in place of :func:`markdown` and :func:`charts`); returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     report = portable(report)
     json_path = folder / f"{stem}.json"
     json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     md_path = folder / f"{stem}.md"
-    md_path.write_text(markdown(report), encoding="utf-8")
-    return [json_path, md_path, *charts(report, folder / stem)]
+    md_path.write_text((render or markdown)(report), encoding="utf-8")
+    return [json_path, md_path, *(draw or charts)(report, folder / stem)]
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(
+    argv: list[str] | None = None, render: Render | None = None, draw: Draw | None = None
+) -> None:
+    """Markdown and charts again from each JSON report named in ``argv``."""
     logging.basicConfig(level=logging.INFO)
     for name in argv if argv is not None else sys.argv[1:]:
         path = Path(name)
         report = json.loads(path.read_text())
         md = path.with_suffix(".md")
-        md.write_text(markdown(report), encoding="utf-8")
-        for out in [md, *charts(report, path.with_suffix(""))]:
+        md.write_text((render or markdown)(report), encoding="utf-8")
+        for out in [md, *(draw or charts)(report, path.with_suffix(""))]:
             logger.info("wrote %s", out)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -136,24 +135,11 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
 
 def write_all(report: dict[str, Any], folder: Path, stem: str) -> list[Path]:
     """JSON, Markdown (with the long-document section) and the three charts into ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    report = bench_report.portable(report)
-    json_path = folder / f"{stem}.json"
-    json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    md_path = folder / f"{stem}.md"
-    md_path.write_text(markdown(report), encoding="utf-8")
-    return [json_path, md_path, *charts(report, folder / stem)]
+    return bench_report.write_all(report, folder, stem, markdown, charts)
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO)
-    for name in argv if argv is not None else sys.argv[1:]:
-        path = Path(name)
-        report = json.loads(path.read_text())
-        md = path.with_suffix(".md")
-        md.write_text(markdown(report), encoding="utf-8")
-        for out in [md, *charts(report, path.with_suffix(""))]:
-            logger.info("wrote %s", out)
+    bench_report.main(argv, markdown, charts)
 
 
 if __name__ == "__main__":
