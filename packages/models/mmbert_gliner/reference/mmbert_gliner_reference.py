@@ -1,12 +1,18 @@
 """This package's reference: the GLiNER family kit (gliner venv, corpus, gliner's outputs) on
 the tiny ModernBERT / mmBERT checkpoint of ``build_checkpoint.py`` beside this file, and on its
 bi-encoder variant (``tests/bi_encoder``: a small BERT label encoder, as gliner-bi-*-v2.0
-pair their text encoder with BGE)."""
+pair their text encoder with BGE) and its token-level variant (``tests/token_level``:
+gliner's token model)."""
 
 from vllm_factory.testing.gliner import references
-from vllm_factory.testing.gliner.references import GLiNERReference, reference_dirs_of
+from vllm_factory.testing.gliner.references import (
+    GLiNERReference,
+    GLiNERTokenReference,
+    reference_dirs_of,
+)
 
 CORPUS, gliner_env, build_checkpoint, reference_dir = GLiNERReference(__file__).exports()
 BI_ENCODER = GLiNERReference(__file__, variant="bi-encoder-bert")
-reference_dirs = reference_dirs_of(GLiNERReference(__file__), BI_ENCODER)
+TOKEN_LEVEL = GLiNERTokenReference(__file__)  # span_mode token_level (tests/token_level)
+reference_dirs = reference_dirs_of(GLiNERReference(__file__), BI_ENCODER, TOKEN_LEVEL)
 glinker_env = references.glinker_env  # its glinker tests' venv (reference-envs, pyproject.toml)

@@ -1,6 +1,13 @@
 """This package's reference: the GLiNER family kit (gliner venv, corpus, gliner's outputs) on
-the tiny mT5 checkpoint of ``build_checkpoint.py`` beside this file."""
+the tiny mT5 checkpoint of ``build_checkpoint.py`` beside this file, and on its token-level
+variant (``tests/token_level``: gliner's token model)."""
 
-from vllm_factory.testing.gliner.references import GLiNERReference
+from vllm_factory.testing.gliner.references import (
+    GLiNERReference,
+    GLiNERTokenReference,
+    reference_dirs_of,
+)
 
 CORPUS, gliner_env, build_checkpoint, reference_dir = GLiNERReference(__file__).exports()
+TOKEN_LEVEL = GLiNERTokenReference(__file__)  # span_mode token_level (tests/token_level)
+reference_dirs = reference_dirs_of(GLiNERReference(__file__), TOKEN_LEVEL)
