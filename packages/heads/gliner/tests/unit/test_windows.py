@@ -132,3 +132,69 @@ def test_request_fields():
                 {"return_windows": "yes"}):  # fmt: skip
         with pytest.raises(ValueError):
             GLiNERRequest(text="a", labels=["x"], **bad)
+
+
+def _covered(bounds: list[tuple[int, int]], num_words: int) -> bool:
+    return {i for first, end in bounds for i in range(first, end)} == set(range(num_words))
+
+
+def test_windows_end_where_the_token_room_ends():
+    """Windows hold at most max_len words whose tokens fit the room; the next starts overlap
+    words before the end; every word is read."""
+    counts = [3] * 40  # 4 words fill a room of 12 tokens, max_len 10 never binds
+    bounds = window_bounds(40, 10, 2, counts, 12)
+    assert bounds[:3] == [(0, 4), (2, 6), (4, 8)] and bounds[-1][1] == 40
+    assert _covered(bounds, 40)
+    for first, end in bounds:
+        assert sum(counts[first:end]) <= 12 and end - first <= 10
+    # a room that binds nowhere: the word rule as before
+    assert window_bounds(30, 10, 2, [1] * 30, 100) == window_bounds(30, 10, 2)
+
+
+def test_a_text_that_fits_words_and_tokens_is_one_window():
+    assert window_bounds(8, 10, 2, [1] * 8, 8) == [(0, 8)]
+    # within max_len words but not within the room: windows too
+    assert window_bounds(8, 10, 2, [2] * 8, 8) == [(0, 4), (2, 6), (4, 8)]
+
+
+def test_room_smaller_than_the_overlap_advances_one_word():
+    """A window of overlap words or fewer: the next starts one word after its start; a word
+    wider than the room is a window of its own."""
+    counts = [5, 1, 9, 1, 1, 5, 5]
+    bounds = window_bounds(7, 10, 3, counts, 5)
+    assert bounds == [(0, 1), (1, 2), (2, 3), (3, 5), (4, 5), (5, 6), (6, 7)]
+    assert _covered(bounds, 7)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_token_counts_read_every_word_within_the_bounds(seed):
+    import random
+
+    rng = random.Random(seed)
+    num_words, max_len = rng.randint(1, 300), rng.randint(2, 40)
+    overlap, room = rng.randint(0, max_len // 2), rng.randint(1, 60)
+    counts = [rng.choice([0, 1, 1, 2, 3, 7, 15]) for _ in range(num_words)]
+    bounds = window_bounds(num_words, max_len, overlap, counts, room)
+    assert _covered(bounds, num_words)
+    for k, (first, end) in enumerate(bounds):
+        assert end - first <= max_len
+        assert sum(counts[first:end]) <= room or end - first == 1
+        if k:
+            assert bounds[k - 1][0] < first <= bounds[k - 1][1]
+    assert num_words <= words_within(len(bounds), max_len, overlap)
+    capped = window_bounds(num_words, max_len, overlap, counts, room, max_windows=2)
+    assert capped == bounds[:2]
+
+
+def test_split_text_by_tokens_in_every_mode():
+    text = "aa b cc d ee f"  # two-letter words are two tokens
+    count = lambda words: [len(w) for w in words]
+    whole = split_text(text, 10, "window", 1, 100, count, 4)
+    assert whole.bounds == [(0, 2), (1, 4), (3, 6)] and not whole.truncated
+    assert len(whole.words) == 6
+    fits = split_text(text, 10, "window", 1, 100, count, 9)
+    assert fits.bounds == [(0, 6)]
+    for mode in ("truncate", "error"):
+        cut = split_text(text, 10, mode, 1, 100, count, 4)
+        assert cut.bounds == [(0, 6)] and cut.truncated  # gliner's cut: a word not read whole
+        assert not split_text(text, 10, mode, 1, 100, count, 9).truncated

@@ -159,3 +159,21 @@ def test_prompt_layout_is_the_one_of_the_tokenizers_own_word_ids(tokenizer, max_
         own = tokenizer(sample, is_split_into_words=True, truncation=True, max_length=max_length)
         expected = layout_from_word_ids(own.word_ids(), len(prompt), len(sample) - len(prompt))
         assert ids == list(own["input_ids"]) and layout == expected
+
+
+def test_word_counts_and_prompt_length_with_and_without_the_cache(tokenizer):
+    """Each word's token count and a prompt's length without truncation: the same from the
+    cache and from the tokenizer's own call (the fallback), and what the tokenizer makes."""
+    rng = random.Random(11)
+    sample = [_word(rng) for _ in range(300)]
+    cached = WordTokenizer(tokenizer, 24)
+    assert cached.cached
+    own = WordTokenizer(tokenizer, 24)
+    own.cached = False
+    counts = cached.word_counts(sample)
+    assert own.word_counts(sample) == counts
+    whole = tokenizer(sample, is_split_into_words=True, truncation=False)
+    assert cached.prompt_length(sample) == own.prompt_length(sample) == len(whole["input_ids"])
+    assert sum(counts) + cached.special_tokens() == len(whole["input_ids"]) > 24
+    assert cached.special_tokens() == own.special_tokens() > 0
+    assert own.word_counts([]) == []

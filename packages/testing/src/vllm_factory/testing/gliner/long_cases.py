@@ -1,7 +1,9 @@
 """The long-text parity cases (:mod:`~vllm_factory.testing.gliner.long_text`): texts of 1, 2.5
 and 10 windows of a checkpoint's ``max_len`` words with unicode words and odd whitespace at
 every window border, the same text in every decoding mode, without overlap and with
-``input_spans`` across the borders, and a 10,000-word text in paragraphs. gliner's reference
+``input_spans`` across the borders, a token-dense text (long numbers and rare words: windows of
+``max_len`` words would hold more tokens than a prompt leaves, so windows end at the token room)
+and a 10,000-word text in paragraphs. gliner's reference
 for them is cached on this module's text (edit the tests without rebuilding it)."""
 
 from __future__ import annotations
@@ -28,6 +30,16 @@ def make_text(num_words: int, borders: set[int], salt: int = 0, paragraph: int =
             gap = "\n\n"
         parts += [word, gap]
     return "".join(parts)
+
+
+# Long digit runs and rare letter strings: many tokens per word for any tokenizer.
+DENSE_WORDS = ["4738291056", "qzxvjk", "90817263544", "Ada", "wqpxzt", "31415926535", "Lovelace",
+               "xkcdqv", "London", "1833"]  # fmt: skip
+
+
+def dense_text(num_words: int) -> str:
+    """``num_words`` words, most of them long numbers or rare letter strings."""
+    return " ".join(DENSE_WORDS[i % len(DENSE_WORDS)] for i in range(num_words)) + "\n"
 
 
 def window_borders(num_words: int, max_len: int, overlap: int) -> set[int]:
@@ -58,6 +70,10 @@ def make_cases(max_len: int, max_width: int) -> dict[str, dict]:
     spans = [[words[i].start, words[min(len(words) - 1, i + i // 2 % max_width)].end]
              for i in range(0, len(words), 2)]  # fmt: skip
     cases["input_spans"] = {**cases["two_and_half"], "threshold": 0.1, "input_spans": spans}
+    # windows end at the token room, not at max_len words; and a text of max_len words that
+    # does not fit a prompt's tokens is read in windows too
+    cases["dense"] = {**base, "threshold": 0.1, "text": dense_text(3 * max_len)}
+    cases["dense_short"] = {**base, "threshold": 0.1, "text": dense_text(max_len)}
     n = 10_000
     text = make_text(n, window_borders(n, max_len, overlap), 3, paragraph=97)
     cases["ten_thousand"] = {**base, "labels": LABELS[:3], "threshold": 0.5, "text": text}

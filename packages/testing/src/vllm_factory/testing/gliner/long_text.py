@@ -3,8 +3,11 @@
 
 gliner has no long-text API: ``scripts/gliner_long_encode.py`` splits each text with gliner's
 splitter into the served windows, scores each window with gliner's model and merges the
-candidates by the served rule, written there on its own. The texts: 1, 2.5 and 10 windows of
+candidates by the served rule, written there on its own (windows end at ``max_len`` words or
+where a prompt's tokens run out, whichever comes first). The texts: 1, 2.5 and 10 windows of
 the checkpoint's ``max_len`` words, unicode words and odd whitespace at every window border,
+token-dense texts (long numbers, rare words) where windows of ``max_len`` words alone left words
+unread, with the reference's check that every word gets a token in some window,
 spans across the borders (found, and given as ``input_spans``), and a 10,000-word text whose
 last paragraph is compared. Scores are compared within the fp32 tolerances of
 :mod:`vllm_factory.testing.parity`, entity lists exactly (unless a score lands on the other side
@@ -68,7 +71,7 @@ def _keys(entities: list[dict], since: int = 0) -> list[tuple]:
 
 
 CASES = ["one", "two_and_half", "ten", "nested", "multi_label", "no_overlap", "input_spans",
-         "ten_thousand"]  # fmt: skip
+         "dense", "dense_short", "ten_thousand"]  # fmt: skip
 
 
 @pytest.mark.parity
@@ -82,6 +85,11 @@ def test_long_texts_match_gliner_on_the_same_windows(name, ner, long_reference, 
     scores = np.asarray(served["scores"], dtype=np.float32)
     words = split_words(case["text"])
     assert served["windows"] == len(reference["windows"]) and served["truncated"] is False
+    # every word gets a token in some window of gliner's own tokenizing (the dense texts: not
+    # so for windows of max_len words alone)
+    assert reference["unread"] == 0, reference["unread"]
+    if name.startswith("dense"):
+        assert reference["unread_by_words"] > 0 and len(reference["windows"]) > 1
     assert scores.shape == expected.shape
     valid = _valid(expected, len(words))
     assert float(np.abs(scores - expected)[valid].max()) <= limits.score
@@ -156,6 +164,17 @@ def test_truncate_error_and_return_windows(ner, server, long_reference, referenc
     assert_refused(server, {**data, "text": long, "long_text": "error"}, "data.text")
     assert _keys(ner({**data, "text": short, "long_text": "error"})) == _keys(plain[0])
     assert_refused(server, {**data, "window_overlap": max_len // 2 + 1}, "data.window_overlap")
+    # max_len words with more tokens than a prompt leaves: windows read it whole, truncate says
+    # what it cut, error refuses it
+    dense = cases["dense_short"]["text"]
+    assert len(split_words(dense)) == max_len
+    data = {**data, "text": [short, dense]}
+    cut = ner({**data, "long_text": "truncate", "return_windows": True})
+    assert [(r["windows"], r["truncated"]) for r in cut] == [(1, False), (1, True)]
+    whole = ner({**data, "long_text": "window", "return_windows": True})
+    assert whole[0]["windows"] == 1 and whole[1]["windows"] > 1
+    assert not any(r["truncated"] for r in whole)
+    assert_refused(server, {**data, "long_text": "error"}, "data.text[1]")
     assert ner({**data, "window_overlap": max_len // 2, "long_text": "window"})
 
 

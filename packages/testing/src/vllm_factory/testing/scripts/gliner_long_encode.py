@@ -6,16 +6,24 @@ API, so the windows and the merge are written here from the served rule, not imp
 
 Each case: ``text``, ``labels``, ``threshold``, ``overlap``, ``flat_ner``, ``multi_label`` and
 optional ``input_spans`` (``[[start, end], ...]`` character spans). The text is split with
-gliner's whitespace splitter into windows of the checkpoint's ``max_len`` words, window ``k``
-starting at word ``k * (max_len - overlap)``, the last ending at the text's last word. gliner's
-model scores each window's text alone (its raw sigmoid span x label scores, as
-``predict_entities`` computes them). Candidates: every cell above the threshold whose span ends
-inside its window, moved to whole-text word indices, the higher score kept where windows
+gliner's whitespace splitter into words. Token room: gliner's tokenizer's limit less what gliner
+puts in a prompt besides the text (special tokens, and for a uni-encoder the label prompt gliner's
+processor builds), counted by tokenizing gliner's own prompt for the whole text without
+truncation and attributing each token to its word. A text of at most ``max_len`` words whose
+tokens fit the room is one window; else each window runs from its first word to the last word
+such that it holds at most ``max_len`` words and their tokens fit the room (one word at least),
+and the next starts ``overlap`` words before its end, or one word after its start when that is
+not later. gliner's model scores each window's text alone (its raw sigmoid span x label scores,
+as ``predict_entities`` computes them). Candidates: every cell above the threshold whose span
+ends inside its window, moved to whole-text word indices, the higher score kept where windows
 overlap, restricted to ``input_spans``; gliner's own ``greedy_search`` selects among them (in
-whole-text row-major order before its sort by score). Written: per case the windows and the
+whole-text row-major order before its sort by score). Written: per case the windows, the
 entities (``start``, ``end`` character offsets of the whole text, ``text``, ``label``,
-``score``); in the ``.npz`` the whole text's scores (``scores_<case>``: per cell the highest
-score of the windows that hold the span whole, 0 where none does).
+``score``), ``unread``: the words no window gives a token in gliner's own ``tokenize_inputs``
+(0 expected), and ``unread_by_words``: the same for windows of ``max_len`` words alone (the rule
+before token room, to show what a case tests); in the ``.npz`` the whole text's scores
+(``scores_<case>``: per cell the highest score of the windows that hold the span whole, 0 where
+none does).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ WORDS = re.compile(r"\w+(?:[-_]\w+)*|\S")  # gliner's whitespace splitter
 
 
 def windows(num_words: int, max_len: int, overlap: int) -> list[tuple[int, int]]:
+    """Windows of ``max_len`` words alone (no token room)."""
     if num_words <= max_len:
         return [(0, num_words)]
     out, first = [], 0
@@ -39,6 +48,67 @@ def windows(num_words: int, max_len: int, overlap: int) -> list[tuple[int, int]]
         out.append((first, first + max_len))
         first += max_len - overlap
     return [*out, (first, num_words)]
+
+
+def token_windows(
+    tokens: list[int], room: int, max_len: int, overlap: int
+) -> list[tuple[int, int]]:
+    """Windows of at most ``max_len`` words whose ``tokens`` (per word) fit ``room``."""
+    if len(tokens) <= max_len and sum(tokens) <= room:
+        return [(0, len(tokens))]
+    out, first = [], 0
+    while True:
+        last, held = first, 0
+        while last < len(tokens) and last - first < max_len and held + tokens[last] <= room:
+            held += tokens[last]
+            last += 1
+        last = max(last, first + 1)
+        out.append((first, last))
+        if last >= len(tokens):
+            return out
+        first = max(last - overlap, first + 1)
+
+
+def is_bi_encoder(model) -> bool:
+    return getattr(model.config, "labels_encoder", None) is not None
+
+
+def gliner_prompt(model, words: list[str], labels: list[str]) -> list[str]:
+    """The word list gliner's processor tokenizes for ``words`` (and ``labels``)."""
+    if is_bi_encoder(model):
+        return list(words)
+    texts, _ = model.data_processor.prepare_inputs([words], [labels])
+    return list(texts[0])
+
+
+def tokens_and_room(model, words: list[str], labels: list[str]) -> tuple[list[int], int]:
+    """Each text word's token count in gliner's prompt, and the tokens the prompt leaves to
+    the text (tokenizer limit less the special tokens and label prompt)."""
+    tokenizer = model.data_processor.transformer_tokenizer
+    prompt = gliner_prompt(model, words, labels)
+    skip = len(prompt) - len(words)
+    encoded = tokenizer(prompt, is_split_into_words=True, truncation=False)
+    counts = [0] * len(prompt)
+    for word in encoded.word_ids():
+        if word is not None:
+            counts[word] += 1
+    text_tokens = counts[skip:]
+    room = int(tokenizer.model_max_length) - (len(encoded["input_ids"]) - sum(text_tokens))
+    return text_tokens, room
+
+
+def unread_words(model, words: list[str], labels: list[str], bounds) -> int:
+    """Words that no window gives a token in gliner's own ``tokenize_inputs``."""
+    read = set()
+    for first, end in bounds:
+        piece = words[first:end]
+        if is_bi_encoder(model):
+            batch = model.data_processor.tokenize_inputs([piece])
+        else:
+            batch = model.data_processor.tokenize_inputs([piece], [labels])
+        marked = batch["words_mask"][0]
+        read |= {first + int(k) - 1 for k in marked.tolist() if k > 0}
+    return len(words) - len(read & set(range(len(words))))
 
 
 @torch.no_grad()
@@ -56,7 +126,9 @@ def run_case(model, case: dict) -> tuple[dict, np.ndarray]:
     text, labels, threshold = case["text"], case["labels"], case["threshold"]
     max_len = int(model.config.max_len)
     spans = [(m.start(), m.end()) for m in WORDS.finditer(text)]
-    bounds = windows(len(spans), max_len, case["overlap"])
+    words = [text[s:e] for s, e in spans]
+    tokens, room = tokens_and_room(model, words, labels)
+    bounds = token_windows(tokens, room, max_len, case["overlap"])
     best: dict[tuple[int, int, int], float] = {}
     merged = None
     for first, end in bounds:
@@ -86,7 +158,10 @@ def run_case(model, case: dict) -> tuple[dict, np.ndarray]:
          "score": k.score}
         for k in kept
     ]  # fmt: skip
-    return {"windows": bounds, "entities": entities}, merged
+    unread = unread_words(model, words, labels, bounds)
+    before = unread_words(model, words, labels, windows(len(words), max_len, case["overlap"]))
+    return {"windows": bounds, "entities": entities, "unread": unread,
+            "unread_by_words": before}, merged  # fmt: skip
 
 
 def main() -> None:

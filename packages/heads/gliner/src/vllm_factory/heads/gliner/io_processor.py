@@ -180,6 +180,28 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             request._words = self._split_texts(request)
         return request._words
 
+    def token_room(self, request: GLiNERRequest) -> int:
+        """Tokens a prompt leaves to the text's words: the token limit less the special tokens
+        and, for a uni-encoder, the longest label-chunk prompt of the request (a 400 when the
+        label prompt leaves none)."""
+        if self.settings.bi_encoder:
+            return self.token_limit - self.word_tokenizer.special_tokens()
+        plan = self.label_plan(request)
+        ent, sep = self.settings.ent_token, self.settings.sep_token
+        longest = max(
+            self.word_tokenizer.prompt_length(prompt_words(chunk, ent, sep))
+            for chunk in plan.chunks
+        )
+        room = self.token_limit - longest
+        if room < 1:
+            field = "data.labels" if request.candidates is None else "data.candidates"
+            raise compat.validation_error(
+                f"{field}: the label prompt fills all {self.token_limit} tokens; send fewer "
+                "or shorter labels",
+                field,
+            )
+        return room
+
     def _split_texts(self, request: GLiNERRequest) -> list[TextWindows]:
         max_len = request.max_len or self.settings.max_len
         mode = request.long_text or envs.get(envs.LONG_TEXT)
@@ -193,6 +215,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 "data.window_overlap",
             )
         texts = request.texts
+        if mode == "window":  # every word is tokenized: refused before counting tokens
+            budget_check("data.text", sum(len(text.strip()) for text in texts),
+                         envs.get(envs.MAX_REQUEST_CHARS), "characters to tokenize at least",
+                         envs.MAX_REQUEST_CHARS.name,
+                         "send fewer or shorter texts")  # fmt: skip
+        room = self.token_room(request)
+        count = self.word_tokenizer.word_counts
         limit = envs.get(envs.MAX_WINDOWS)
         found: list[TextWindows] = []
         used = 0
@@ -200,16 +229,19 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             # a text may use the windows the later texts (one each at least) leave to it
             left = max(1, limit - used - (len(texts) - index - 1))
             max_words = words_within(left, max_len, overlap)
-            windows = split_text(text, max_len, mode, overlap, max_words)
+            windows = split_text(text, max_len, mode, overlap, max_words, count, room, left + 1)
             if mode == "error" and windows.truncated:
                 field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
                 raise compat.validation_error(
-                    f"{field}: more than max_len ({max_len}) words, and data.long_text is "
-                    "'error'; send data.long_text 'window' (read it whole) or 'truncate'",
+                    f"{field}: more than max_len ({max_len}) words, or more tokens than a "
+                    f"prompt leaves to the text ({room}), and data.long_text is 'error'; send "
+                    "data.long_text 'window' (read it whole) or 'truncate'",
                     field,
                 )
             used += len(windows.bounds)
-            if len(windows.words) > max_words:  # counted up to the first window too many
+            # more windows than left (and so for more words than they can cover): counted up
+            # to the first window too many, at least
+            if len(windows.bounds) > left:
                 used += len(texts) - index - 1
                 break
             found.append(windows)

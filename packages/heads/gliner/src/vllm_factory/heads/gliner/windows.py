@@ -1,10 +1,20 @@
-"""Texts longer than a GLiNER model reads (``max_len`` words): read in windows and merged, cut,
-or refused (``long_text``: ``"window"``, ``"truncate"``, ``"error"``); no vLLM import.
+"""Texts longer than a GLiNER model reads: read in windows and merged, cut, or refused
+(``long_text``: ``"window"``, ``"truncate"``, ``"error"``); no vLLM import.
 
-Windows: a text of more than ``max_len`` words (gliner's splitter) is read as windows of
-``max_len`` words; window ``k`` starts at word ``k * (max_len - overlap)`` and the last one
-ends at the text's last word, so consecutive windows share ``overlap`` words. Each window is a
-model input of its own (per label chunk), scored as a text of its own.
+What a model reads of one prompt: at most ``max_len`` words (gliner's splitter), and only the
+words whose tokens fit the tokenizer's limit (``token_room``: the limit less the special tokens
+and, for a uni-encoder, the longest label-chunk prompt of the request); gliner gives a word past
+that limit a zero vector. A text *fits* when it holds at most ``max_len`` words and its words'
+tokens fit ``token_room``.
+
+Windows: a text that fits is one window, with the same prompt and decoding as before. Else each
+window starts at a word and ends at the last word such that the window holds at most ``max_len``
+words and its words' tokens fit ``token_room`` (a single word wider than the room is a window of
+its own, its tokens cut as gliner cuts them); the next window starts ``overlap`` words before
+that end, or one word after the window's start when the window holds ``overlap`` words or fewer
+(a room smaller than the overlap). Every word is read by some window. Each window is a model
+input of its own (per label chunk), scored as a text of its own. With a token room of at least
+``max_len`` tokens' worth of words, window ``k`` starts at word ``k * (max_len - overlap)``.
 
 Merging: a window's span x label cell counts only for spans that end inside the window. The
 text's score tensor holds, per cell, the highest score of the windows that hold that span whole
@@ -16,11 +26,14 @@ greedy selection (``flat_ner`` / ``multi_label``) then runs once over it, in
 :func:`~vllm_factory.heads.gliner.decoding.decode_spans`. ``input_spans``, ``class_probs``
 and linking read the same whole-text tensor, so they work across windows.
 
-A text that fits in one window gets the same prompt and decoding as before.
+``"truncate"`` reads what gliner reads of the text (its first ``max_len`` words, those past the
+token room as zero vectors) and says ``truncated`` when a word was not read whole;
+``"error"`` refuses a text that does not fit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -41,23 +54,42 @@ def max_overlap(max_len: int) -> int:
     return max_len // 2
 
 
-def window_bounds(num_words: int, max_len: int, overlap: int) -> list[tuple[int, int]]:
-    """``(first word, end word exclusive)`` of each window of a text of ``num_words`` words."""
-    if num_words <= max_len:
+def window_bounds(
+    num_words: int,
+    max_len: int,
+    overlap: int,
+    counts: Sequence[int] | None = None,
+    room: int | None = None,
+    max_windows: int | None = None,
+) -> list[tuple[int, int]]:
+    """``(first word, end word exclusive)`` of each window of a text of ``num_words`` words
+    (the module docstring's rule); ``counts``: each word's token count, ``room``: the tokens a
+    window's words may hold (no token bound without them). Stops after ``max_windows``
+    windows (the caller's bound: more are refused), the last then short of the text's end."""
+    if counts is None or room is None:
+        counts, room = None, None
+    if num_words <= max_len and (counts is None or sum(counts[:num_words]) <= room):
         return [(0, num_words)]
-    stride = max_len - overlap
-    bounds = []
+    bounds: list[tuple[int, int]] = []
     start = 0
-    while True:
+    while max_windows is None or len(bounds) < max_windows:
         end = min(start + max_len, num_words)
+        if counts is not None:
+            end, used = start, 0
+            while end < num_words and end - start < max_len and used + counts[end] <= room:
+                used += counts[end]
+                end += 1
+            end = max(end, start + 1)  # a word wider than the room: alone, cut by tokens
         bounds.append((start, end))
         if end == num_words:
-            return bounds
-        start += stride
+            break
+        start = max(start + 1, end - overlap)
+    return bounds
 
 
 def words_within(windows: int, max_len: int, overlap: int) -> int:
-    """The most words ``windows`` windows cover (``windows >= 1``)."""
+    """The most words ``windows`` windows cover (``windows >= 1``; fewer when the token room
+    ends windows early)."""
     return max_len + (windows - 1) * (max_len - overlap)
 
 
@@ -83,19 +115,35 @@ class TextWindows:
         return [sub_words(self.words, first, end) for first, end in self.bounds]
 
 
-def split_text(text: str, max_len: int, mode: str, overlap: int, max_words: int) -> TextWindows:
-    """``text``'s words and windows. ``"window"`` splits at most ``max_words`` + 1 words (the
-    caller's bound: more means too many windows, see :func:`words_within`); ``"truncate"``
-    keeps the first ``max_len``; ``"error"`` keeps them too (the caller refuses a text whose
-    ``truncated`` is set)."""
+def split_text(
+    text: str,
+    max_len: int,
+    mode: str,
+    overlap: int,
+    max_words: int,
+    count_tokens: Callable[[Sequence[str]], list[int]] | None = None,
+    room: int | None = None,
+    max_windows: int | None = None,
+) -> TextWindows:
+    """``text``'s words and windows. ``count_tokens``: each word's token count (given the
+    words), ``room``: a prompt's tokens for the text (no token bound without them).
+    ``"window"`` splits at most ``max_words`` + 1 words into at most ``max_windows`` windows
+    (the caller's bounds: more words or windows mean too many windows, see
+    :func:`words_within`); ``"truncate"`` keeps the first ``max_len`` words, and says
+    ``truncated`` when there were more or their tokens do not fit ``room``; ``"error"`` does
+    the same (the caller refuses a text whose ``truncated`` is set)."""
+    bounded = count_tokens is not None and room is not None
     if mode != "window":
         words = split_words(text, max_len + 1)
-        if len(words) <= max_len:
-            return TextWindows(words, [(0, len(words))])
-        cut = TextWords(words.texts[:max_len], words._offsets)
-        return TextWindows(cut, [(0, max_len)], truncated=True)
+        if len(words) > max_len:
+            words = TextWords(words.texts[:max_len], words._offsets)
+            return TextWindows(words, [(0, max_len)], truncated=True)
+        over = bounded and sum(count_tokens(words.texts)) > room
+        return TextWindows(words, [(0, len(words))], truncated=over)
     words = split_words(text, max_words + 1)
-    return TextWindows(words, window_bounds(len(words), max_len, overlap))
+    counts = count_tokens(words.texts) if bounded else None
+    bounds = window_bounds(len(words), max_len, overlap, counts, room, max_windows)
+    return TextWindows(words, bounds)
 
 
 def merge_scores(

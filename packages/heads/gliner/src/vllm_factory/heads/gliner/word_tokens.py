@@ -135,6 +135,37 @@ class WordTokenizer:
             return self._cached_call(words)
         return self._own_call(words)
 
+    def word_counts(self, words: Sequence[str]) -> list[int]:
+        """Each word's token count in a prompt of these words, without truncation: from the
+        cache, or (cache off) from the tokenizer's own call on the whole list, counted by word
+        id."""
+        if self.cached:
+            return [len(self._word(word)) for word in words]
+        counts = [0] * len(words)
+        if not words:
+            return counts
+        encoding = self.tokenizer(
+            list(words), is_split_into_words=True, truncation=False, add_special_tokens=False
+        )
+        for word in encoding.word_ids():
+            if word is not None:
+                counts[word] += 1
+        return counts
+
+    def prompt_length(self, words: Sequence[str]) -> int:
+        """Tokens of a prompt of these words with the special tokens, without truncation."""
+        return self.special_tokens() + sum(self.word_counts(words))
+
+    def special_tokens(self) -> int:
+        """How many special tokens frame a prompt."""
+        if self.cached:
+            return len(self._prefix) + len(self._suffix)
+        framed, bare = (
+            self.tokenizer(["a"], is_split_into_words=True, add_special_tokens=special)
+            for special in (True, False)
+        )
+        return len(framed["input_ids"]) - len(bare["input_ids"])
+
     def prompt(self, words: Sequence[str], num_prompt_words: int) -> tuple[list[int], WordLayout]:
         """Token ids and word layout of a GLiNER prompt: ``num_prompt_words`` label-prompt
         words, then the text's words. With the cache the layout comes from each word's token
