@@ -72,8 +72,9 @@ def make_cases(max_len: int, max_width: int) -> dict[str, dict]:
     cases["input_spans"] = {**cases["two_and_half"], "threshold": 0.1, "input_spans": spans}
     # windows end at the token room, not at max_len words; and a text of max_len words that
     # does not fit a prompt's tokens is read in windows too
-    cases["dense"] = {**base, "threshold": 0.1, "text": dense_text(3 * max_len)}
-    cases["dense_short"] = {**base, "threshold": 0.1, "text": dense_text(max_len)}
+    # (0.01: the tiny mT5 checkpoint scores these texts at most ~0.02)
+    cases["dense"] = {**base, "threshold": 0.01, "text": dense_text(3 * max_len)}
+    cases["dense_short"] = {**base, "threshold": 0.01, "text": dense_text(max_len)}
     n = 10_000
     text = make_text(n, window_borders(n, max_len, overlap), 3, paragraph=97)
     cases["ten_thousand"] = {**base, "labels": LABELS[:3], "threshold": 0.5, "text": text}
