@@ -180,27 +180,26 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             request._words = self._split_texts(request)
         return request._words
 
-    def token_room(self, request: GLiNERRequest) -> int:
+    def token_room(self, request: GLiNERRequest) -> int | None:
         """Tokens a prompt leaves to the text's words: the token limit less the special tokens
-        and, for a uni-encoder, the longest label-chunk prompt of the request (a 400 when the
-        label prompt leaves none)."""
+        and, for a uni-encoder, the longest label-chunk prompt of the request. None (no token
+        bound: words only) when the label prompt leaves none; the prompts are then refused,
+        naming the labels, after the request's budgets are checked."""
         if self.settings.bi_encoder:
             return self.token_limit - self.word_tokenizer.special_tokens()
         plan = self.label_plan(request)
+        # the label prompts are tokenized here: their characters are bounded first
+        field = "data.labels" if request.candidates is None else "data.candidates"
+        budget_check(field, sum(len(label) for label in plan.labels),
+                     envs.get(envs.MAX_REQUEST_CHARS), "characters to tokenize at least",
+                     envs.MAX_REQUEST_CHARS.name, "send fewer or shorter labels")  # fmt: skip
         ent, sep = self.settings.ent_token, self.settings.sep_token
         longest = max(
             self.word_tokenizer.prompt_length(prompt_words(chunk, ent, sep))
             for chunk in plan.chunks
         )
         room = self.token_limit - longest
-        if room < 1:
-            field = "data.labels" if request.candidates is None else "data.candidates"
-            raise compat.validation_error(
-                f"{field}: the label prompt fills all {self.token_limit} tokens; send fewer "
-                "or shorter labels",
-                field,
-            )
-        return room
+        return room if room > 0 else None
 
     def _split_texts(self, request: GLiNERRequest) -> list[TextWindows]:
         max_len = request.max_len or self.settings.max_len
