@@ -356,19 +356,24 @@ def _words_per_token(checkpoint: Path, texts: tuple[str, ...]) -> float:
 def _window_tokens(checkpoint: Path) -> Callable[[str], list[int]]:
     """``text -> text tokens of each window`` as the plugin reads it with the default overlap
     (:mod:`vllm_factory.heads.gliner.windows`): each window's full prompt, cut at the
-    tokenizer's limit as gliner and the plugin cut it, minus the fixed label prompt."""
+    tokenizer's limit as gliner and the plugin cut it, minus the fixed label prompt; windows end
+    at ``max_len`` words or where the label prompt leaves no more tokens, as the plugin's do."""
     from transformers import AutoTokenizer
     from vllm_factory.heads.gliner.prompts import split_words
     from vllm_factory.heads.gliner.windows import default_overlap, window_bounds
+    from vllm_factory.heads.gliner.word_tokens import WordTokenizer
 
     settings, _, full = _prompt_counter(checkpoint)
-    limit = int(AutoTokenizer.from_pretrained(str(checkpoint)).model_max_length)
+    tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
+    limit = int(tokenizer.model_max_length)
+    per_word = WordTokenizer(tokenizer, limit)
     overhead = full([])
     overlap = default_overlap(settings.max_len)
 
     def count(text: str) -> list[int]:
         words = split_words(text).texts
-        bounds = window_bounds(len(words), settings.max_len, overlap)
+        bounds = window_bounds(len(words), settings.max_len, overlap,
+                               per_word.word_counts(words), limit - overhead)  # fmt: skip
         return [min(full(words[a:b]), limit) - overhead for a, b in bounds]
 
     return count

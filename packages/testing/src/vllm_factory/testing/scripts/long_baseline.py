@@ -12,9 +12,9 @@ Each run reads ``texts[W : W + requests]`` (documents, cyclically) once per batc
 being the windows per model call:
 
 - ``gliner`` (no long-text API): the documents' windows as the testing kit's long reference
-  (``gliner_long_encode.py``) cuts and merges them -- gliner's word splitter, windows of the
-  checkpoint's ``max_len`` words, ``--overlap`` words shared (default ``max_len // 4``, the
-  plugin's), gliner's model scoring each window's text, the candidates above the threshold
+  (``gliner_long_encode.py``) cuts and merges them -- gliner's word splitter, windows of at
+  most the checkpoint's ``max_len`` words and the tokens its prompt leaves, ``--overlap`` words
+  shared (default ``max_len // 4``, the plugin's), gliner's model scoring each window's text, the candidates above the threshold
   merged (the higher score of a span two windows hold) and gliner's ``greedy_search`` over the
   whole document (``flat_ner``, no multi-label). At b = 1 one document at a time, its windows
   one per call (a document's latency: its own time); at b > 1 the windows of all the run's
@@ -49,7 +49,7 @@ def load_gliner(args: argparse.Namespace) -> tuple[Reader, Callable[[str], list[
     import torch
     from gliner import GLiNER
     from gliner.decoding.decoder import Span
-    from gliner_long_encode import WORDS, windows
+    from gliner_long_encode import WORDS, token_windows, tokens_and_room
 
     model = GLiNER.from_pretrained(args.checkpoint, local_files_only=True)
     model = model.to(args.device).to(getattr(torch, args.dtype)).eval()
@@ -59,7 +59,8 @@ def load_gliner(args: argparse.Namespace) -> tuple[Reader, Callable[[str], list[
 
     def cut(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[str]]:
         spans = [(m.start(), m.end()) for m in WORDS.finditer(text)]
-        bounds = windows(len(spans), max_len, overlap)
+        tokens, room = tokens_and_room(model, [text[a:b] for a, b in spans], labels)
+        bounds = token_windows(tokens, room, max_len, overlap)
         pieces = [text[spans[a][0] : spans[b - 1][1]] for a, b in bounds]
         return spans, bounds, pieces
 
