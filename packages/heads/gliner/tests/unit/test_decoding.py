@@ -64,8 +64,9 @@ def test_character_offsets_into_the_original_text():
     assert abs(entities[0]["score"] - 0.9) < 1e-6
 
 
-def greedy_oracle(scores, num_words, threshold, flat_ner, multi_label):
-    """gliner's decoding written plainly: every candidate against every kept span."""
+def plain_greedy(cands: list[tuple], flat_ner: bool, multi_label: bool) -> list[tuple]:
+    """gliner's greedy selection written plainly: (start, end, label, score) candidates best
+    first, each against every kept span; the kept ones by start."""
 
     def clash(a, b):
         if (a[0], a[1]) == (b[0], b[1]):
@@ -76,14 +77,18 @@ def greedy_oracle(scores, num_words, threshold, flat_ner, multi_label):
         nested = (a[0] <= b[0] and a[1] >= b[1]) or (b[0] <= a[0] and b[1] >= a[1])
         return not (disjoint or nested)
 
-    hits = (scores > threshold).nonzero().tolist()
-    cands = [(s, s + k, c, float(scores[s, k, c])) for s, k, c in hits if s + k < num_words]
-    cands.sort(key=lambda cand: -cand[3])
     kept = []
-    for cand in cands:
+    for cand in sorted(cands, key=lambda cand: -cand[3]):
         if not any(clash(cand, other) for other in kept):
             kept.append(cand)
     return sorted(kept, key=lambda cand: cand[0])
+
+
+def greedy_oracle(scores, num_words, threshold, flat_ner, multi_label):
+    """gliner's decoding written plainly: every candidate against every kept span."""
+    hits = (scores > threshold).nonzero().tolist()
+    cands = [(s, s + k, c, float(scores[s, k, c])) for s, k, c in hits if s + k < num_words]
+    return plain_greedy(cands, flat_ner, multi_label)
 
 
 @pytest.mark.parametrize("flat_ner", [True, False])

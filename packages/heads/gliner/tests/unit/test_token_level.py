@@ -7,12 +7,13 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from test_decoding import plain_greedy
+from test_head import SETTINGS as TINY
 from vllm_factory.core.pooler import PoolerRequest
 from vllm_factory.heads.gliner.decoding import TooManyCandidates
 from vllm_factory.heads.gliner.head import GLiNERSpanHead
 from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
 from vllm_factory.heads.gliner.settings import (
-    GLiNERSettings,
     UnsupportedGLiNERConfig,
     parse_settings,
 )
@@ -24,12 +25,7 @@ from vllm_factory.heads.gliner.token_level import (
 )
 
 ENT = 50
-SETTINGS = GLiNERSettings(
-    hidden_size=8, encoder_hidden_size=12, max_width=3, max_len=100, span_mode="token_level",
-    subtoken_pooling="first", num_rnn_layers=1, embed_ent_token=True, class_token_index=ENT,
-    ent_token="<<ENT>>", sep_token="<<SEP>>", words_splitter_type="whitespace",
-    encoder_model_type="deberta-v2",
-)  # fmt: skip
+SETTINGS = dataclasses.replace(TINY, span_mode="token_level", encoder_model_type="deberta-v2")
 BASE = {"encoder_config": {"hidden_size": 12, "model_type": "deberta-v2"}, "hidden_size": 8,
         "max_width": 3, "class_token_index": 50, "span_mode": "token_level"}  # fmt: skip
 
@@ -87,23 +83,6 @@ def gliner_spans(scores: np.ndarray, threshold: float, allowed=None) -> list[tup
     return found
 
 
-def gliner_greedy(spans: list[tuple], flat: bool, multi: bool) -> list[tuple]:
-    def clash(a, b):
-        if a[:2] == b[:2]:
-            return not multi
-        apart = a[0] > b[1] or b[0] > a[1]
-        if flat:
-            return not apart
-        nested = (a[0] <= b[0] and a[1] >= b[1]) or (b[0] <= a[0] and b[1] >= a[1])
-        return not (apart or nested)
-
-    kept = []
-    for span in sorted(spans, key=lambda x: -x[3]):
-        if not any(clash(span, other) for other in kept):
-            kept.append(span)
-    return sorted(kept, key=lambda x: x[0])
-
-
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize(
     ("flat", "multi"), [(True, False), (False, False), (True, True), (False, True)]
@@ -115,12 +94,12 @@ def test_decoder_keeps_what_gliner_keeps(seed, flat, multi):
     scores = (rng.integers(0, 20, (n, c, 3)) / 19).astype(np.float32)
     scores[:, :, 2] = np.maximum(scores[:, :, 2], rng.random((n, c)) > 0.3)  # long insides
     threshold = float(rng.choice([0.1, 0.3, 0.5, 0.7]))
-    expected = gliner_greedy(gliner_spans(scores, threshold), flat, multi)
+    expected = plain_greedy(gliner_spans(scores, threshold), flat, multi)
     kept = decode_tokens(torch.from_numpy(scores), threshold, flat, multi)
     assert [tuple(k) for k in kept] == expected
     assert kept.candidates == len(gliner_spans(scores, threshold))
     allowed = {(int(s), int(s + w)) for s, w in rng.integers(0, n, (6, 2)) if s + w < n + 3}
-    expected = gliner_greedy(gliner_spans(scores, threshold, allowed), flat, multi)
+    expected = plain_greedy(gliner_spans(scores, threshold, allowed), flat, multi)
     kept = decode_tokens(torch.from_numpy(scores), threshold, flat, multi, allowed)
     assert [tuple(k) for k in kept] == expected
 

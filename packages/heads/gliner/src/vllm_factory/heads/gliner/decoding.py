@@ -14,7 +14,7 @@ starting at each word and the nearest start of those ending at each word.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -122,11 +122,21 @@ def decode_spans(
         labels[order].tolist(),
         values[order].tolist(),
     )
-    kept = KeptSpans()
+    kept = greedy_spans(ranked, num_words, flat_ner, multi_label)
     kept.candidates = len(values)
+    return kept
+
+
+def greedy_spans(
+    ranked: Iterable[tuple[int, int, int, float]], num_words: int, flat_ner: bool, multi_label: bool
+) -> KeptSpans:
+    """gliner's greedy selection over candidates best first, sorted by first word: a candidate
+    is kept unless it clashes with a kept span (flat: any shared word; nested: a partial
+    overlap; the very same span: a clash unless ``multi_label``). Any span width."""
+    kept = KeptSpans()
     kept_spans: set[tuple[int, int]] = set()  # consulted only where the same span may recur
     taken = bytearray(num_words)  # flat NER: words covered by a kept span
-    ones = b"\x01" * cells.shape[1]  # occupancy marks, sliced to a span's width (< max_width)
+    ones = b"\x01" * num_words  # occupancy marks, sliced to a span's width
     # Nested NER: per word, the farthest end of the kept spans starting there and the nearest
     # start of those ending there (-1 / num_words: none).
     farthest_end = [-1] * num_words

@@ -19,14 +19,13 @@ and kept greedily as span models keep theirs (flat / nested, multi-label).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from vllm_factory.heads.gliner.decoding import Candidate, KeptSpans, TooManyCandidates
+from vllm_factory.heads.gliner.decoding import KeptSpans, TooManyCandidates, greedy_spans
 
 # The three scores of a (word, label) pair, in gliner's order.
 START, END, INSIDE = 0, 1, 2
@@ -208,38 +207,6 @@ def decode_tokens(
     )
     kept = greedy_spans(ranked, scores.shape[0], flat_ner, multi_label)
     kept.candidates = len(order)
-    return kept
-
-
-def greedy_spans(
-    ranked: Iterable[tuple[int, int, int, float]], num_words: int, flat_ner: bool, multi_label: bool
-) -> KeptSpans:
-    """gliner's greedy selection over candidates best first: a candidate is kept unless it
-    clashes with a kept span (flat: any shared word; nested: a partial overlap; the very same
-    span: a clash unless ``multi_label``). Any span width."""
-    kept = KeptSpans()
-    kept_spans: set[tuple[int, int]] = set()
-    taken = bytearray(num_words)  # flat NER: words covered by a kept span
-    farthest_end = [-1] * num_words  # nested: per word, farthest end of kept spans starting there
-    nearest_start = [num_words] * num_words  # and nearest start of those ending there
-    for start, end, label, score in ranked:
-        if (start, end) in kept_spans:
-            if not multi_label:
-                continue
-        elif flat_ner:
-            if taken.find(1, start, end + 1) >= 0:
-                continue
-            taken[start : end + 1] = b"\x01" * (end + 1 - start)
-        elif end > start and (
-            max(farthest_end[start + 1 : end + 1]) > end or min(nearest_start[start:end]) < start
-        ):
-            continue
-        kept.append(Candidate(start, end, label, score))
-        kept_spans.add((start, end))
-        if not flat_ner:
-            farthest_end[start] = max(farthest_end[start], end)
-            nearest_start[end] = min(nearest_start[end], start)
-    kept.sort(key=lambda cand: cand.start)
     return kept
 
 
