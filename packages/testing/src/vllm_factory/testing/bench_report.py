@@ -335,6 +335,17 @@ def _loadavg(values: list[float] | None) -> str:
     return "n/a" if not values else "/".join(f"{x:.2f}" for x in values)
 
 
+def save_chart(fig: Any, stem: Path, name: str) -> Path:
+    """``fig`` laid out, written as ``<stem>-<name>.png`` and closed."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = stem.with_name(f"{stem.name}-{name}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def charts(report: dict[str, Any], stem: Path) -> list[Path]:
     """``<stem>-throughput.png`` and ``<stem>-latency.png``."""
     import matplotlib
@@ -369,11 +380,7 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
     ax.set_title(f"Throughput: {title}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    path = stem.with_name(stem.name + "-throughput.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(save_chart(fig, stem, "throughput"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, server in report["servers"].items():
@@ -390,11 +397,7 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
     ax.set_title(f"Latency percentiles: {title}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="x-small", ncol=2)
-    fig.tight_layout()
-    path = stem.with_name(stem.name + "-latency.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(save_chart(fig, stem, "latency"))
     return paths
 
 

@@ -126,11 +126,7 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
     )
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    path = stem.with_name(stem.name + "-words.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [*paths, path]
+    return [*paths, bench_report.save_chart(fig, stem, "words")]
 
 
 def write_all(report: dict[str, Any], folder: Path, stem: str) -> list[Path]:
