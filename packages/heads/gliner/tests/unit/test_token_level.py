@@ -9,10 +9,11 @@ import pytest
 import torch
 from test_decoding import plain_greedy
 from test_head import SETTINGS as TINY
+from test_head import prompt
 from vllm_factory.core.pooler import PoolerRequest
 from vllm_factory.heads.gliner.decoding import TooManyCandidates
 from vllm_factory.heads.gliner.head import GLiNERSpanHead
-from vllm_factory.heads.gliner.prompts import LAYOUT_KEY, WordLayout, prompt_key
+from vllm_factory.heads.gliner.prompts import WordLayout
 from vllm_factory.heads.gliner.settings import (
     UnsupportedGLiNERConfig,
     parse_settings,
@@ -145,18 +146,6 @@ def test_window_merge_takes_each_words_highest_score():
     torch.testing.assert_close(merged[3:5], torch.maximum(a[3:], b[:2]))
     torch.testing.assert_close(merged[5:], b[2:])
     assert merge_word_scores([a], [(0, 5)], 5) is a
-
-
-def prompt(num_labels: int, counts: tuple[int, ...], seed: int) -> tuple[torch.Tensor, dict]:
-    ids = [1]
-    for i in range(num_labels):
-        ids += [ENT, 60 + i]
-    ids.append(51)
-    first = len(ids)
-    gen = torch.Generator().manual_seed(seed)
-    ids += torch.randint(100, 200, (sum(counts),), generator=gen).tolist() + [2]
-    ids_t = torch.tensor(ids)
-    return ids_t, {LAYOUT_KEY: {prompt_key(ids_t): WordLayout(first, counts).to_wire()}}
 
 
 def token_head(**changes) -> GLiNERSpanHead:
