@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -179,14 +179,21 @@ def time_batches(encode: Encode, texts: list[str], args: argparse.Namespace) -> 
     return runs
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--library", choices=sorted(LIBRARIES), required=True)
+def parser(description: str, libraries: Iterable[str]) -> argparse.ArgumentParser:
+    """The options every baseline script takes: the library, its checkpoint, the texts, the
+    result file, device and dtype."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--library", choices=sorted(libraries), required=True)
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--texts", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__doc__.splitlines()[0], LIBRARIES)
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--batch-sizes", default="1,8,32")

@@ -178,13 +178,9 @@ def time_runs(read: Reader, windows_of: Callable[[str], list[str]], texts: list[
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--library", choices=sorted(LIBRARIES), required=True)
-    ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--texts", type=Path, required=True)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32")
+    from baseline import parser
+
+    ap = parser(__doc__.splitlines()[0], LIBRARIES)
     ap.add_argument("--warmup", type=int, default=4, help="windows of the first document")
     ap.add_argument("--requests", type=int, default=8, help="documents per batch size")
     ap.add_argument("--batch-sizes", default="1,16,64", help="windows per model call")
