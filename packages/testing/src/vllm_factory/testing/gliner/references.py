@@ -50,6 +50,8 @@ class GLiNERReference:
     after the package."""
 
     CORPUS = CORPUS
+    ENCODE: ClassVar[Path] = ENCODE  # gliner's reference outputs
+    EXTRA_INPUTS: ClassVar[tuple[Path, ...]] = ()  # scripts of a kind's own besides the kit's
     # Builder options per checkpoint variant (``bi-encoder``: gliner's bi-encoder span model,
     # labels through their own encoder of the backbone's kind, as the GLiNER linker models have
     # it; ``bi-encoder-bert``: a small BERT label encoder of its own vocabulary instead, as the
@@ -81,15 +83,19 @@ class GLiNERReference:
         ``calibrate``: ``--calibrate`` arguments (labels whose entity density to calibrate,
         ``--threshold``), for bench checkpoints. Made in ``env`` (default: the gliner venv)."""
         (env or gliner_env()).ensure().run(
-            self.builder, "--out", out, "--seed", seed, "--size", size,
+            *self._builder(calibrate), "--out", out, "--seed", seed, "--size", size,
             *self.VARIANTS[self.variant], *calibrate,
         )  # fmt: skip
         return out
 
+    def _builder(self, calibrate: Sequence[object]) -> list[object]:
+        """The checkpoint builder's script and its own leading arguments."""
+        return [self.builder]
+
     def _build(self, target: Path) -> None:
         checkpoint = self.build_checkpoint(target / "checkpoint")
         gliner_env().run(
-            ENCODE, "--checkpoint", checkpoint, "--corpus", CORPUS,
+            self.ENCODE, "--checkpoint", checkpoint, "--corpus", CORPUS,
             "--out", target / "ref-scores.npz", "--entities", target / "ref-entities.json",
             "--bf16-out", target / "ref-scores-bf16.npz",
         )  # fmt: skip
@@ -97,7 +103,8 @@ class GLiNERReference:
     def reference_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>/``: checkpoint/ (gliner layout),
         ref-scores.npz, ref-entities.json, ref-scores-bf16.npz (gliner's own bf16 run)."""
-        return cached_artifact(self.name, [self.builder, *KIT_INPUTS], self._build)
+        inputs = [self.builder, *KIT_INPUTS, *self.EXTRA_INPUTS]
+        return cached_artifact(self.name, inputs, self._build)
 
     def exports(self):
         """``CORPUS, gliner_env, build_checkpoint, reference_dir`` for the package module."""
@@ -122,35 +129,13 @@ class GLiNERTokenReference(GLiNERReference):
     ``[words, labels, 3]`` start / end / inside scores per (label set, text)."""
 
     VARIANTS: ClassVar[dict[str, list[str]]] = {"token-level": []}
+    ENCODE = TOKEN_ENCODE
+    EXTRA_INPUTS = (TOKEN_BUILDER, TOKEN_ENCODE)
 
     def __init__(self, module_file: str | Path, variant: str = "token-level") -> None:
         super().__init__(module_file, variant)
 
-    def build_checkpoint(
-        self,
-        out: Path,
-        size: str = "tiny",
-        seed: int = 0,
-        calibrate: Sequence[object] = (),
-        env: ReferenceEnv | None = None,
-    ) -> Path:
+    def _builder(self, calibrate: Sequence[object]) -> list[object]:
         if calibrate:
             raise ValueError("token-level reference checkpoints are not calibrated")
-        (env or gliner_env()).ensure().run(
-            TOKEN_BUILDER, "--builder", self.builder, "--out", out, "--seed", seed,
-            "--size", size,
-        )  # fmt: skip
-        return out
-
-    def _build(self, target: Path) -> None:
-        checkpoint = self.build_checkpoint(target / "checkpoint")
-        gliner_env().run(
-            TOKEN_ENCODE, "--checkpoint", checkpoint, "--corpus", CORPUS,
-            "--out", target / "ref-scores.npz", "--entities", target / "ref-entities.json",
-            "--bf16-out", target / "ref-scores-bf16.npz",
-        )  # fmt: skip
-
-    def reference_dir(self) -> Path:
-        """As :meth:`GLiNERReference.reference_dir`, for the token-level checkpoint."""
-        inputs = [self.builder, *KIT_INPUTS, TOKEN_BUILDER, TOKEN_ENCODE]
-        return cached_artifact(self.name, inputs, self._build)
+        return [TOKEN_BUILDER, "--builder", self.builder]
