@@ -167,6 +167,18 @@ class ServerSpec:
         return [*self.extra_args, *server_args, *self.variant_args]
 
 
+def windowed_body(make_body: Callable[[str, str, str], dict]) -> Callable[[str, str, str], dict]:
+    """``make_body``'s request, its text read whole in windows (``long_text: window``, the
+    :data:`LONG` workload's plugin requests)."""
+
+    def make(model: str, text: str, encoding: str) -> dict:
+        body = make_body(model, text, encoding)
+        body["data"]["long_text"] = "window"
+        return body
+
+    return make
+
+
 class PluginSpec:
     """What the generic runner needs to know about one plugin. Subclass and set ``SPEC``."""
 
@@ -226,7 +238,9 @@ class PluginSpec:
     def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
         """The in-process baseline script for ``config`` and what selects the library in it:
         ``scripts/baseline.py`` with :meth:`baseline_args` unless a workload needs another
-        (e.g. ``scripts/long_baseline.py`` for :data:`LONG`); same arguments and output."""
+        (``scripts/long_baseline.py`` for :data:`LONG`); same arguments and output."""
+        if config.workload == LONG:
+            return SCRIPTS / "long_baseline.py", self.baseline_args()
         return SCRIPTS / "baseline.py", self.baseline_args()
 
     def flops_per_sequence(self, checkpoint: Path, tokens: int) -> float | None:

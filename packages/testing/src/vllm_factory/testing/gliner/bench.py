@@ -52,6 +52,7 @@ from vllm_factory.testing.bench import (
     bench_artifacts,
     build_documents,
     pool_texts,
+    windowed_body,
     word_pool,
 )
 from vllm_factory.testing.gliner.gliner_serve import (
@@ -67,7 +68,7 @@ from vllm_factory.testing.gliner.references import (
     GLiNERReference,
     gliner_env,
 )
-from vllm_factory.testing.refenv import SCRIPTS, cached_artifact
+from vllm_factory.testing.refenv import cached_artifact
 
 LABELS = ["person", "organization", "location", "date", "product"]
 THRESHOLD = 0.5
@@ -100,11 +101,8 @@ def plugin_body(model: str, text: str, encoding: str) -> dict:
     return {"model": model, "data": {"text": text, "labels": LABELS, "threshold": THRESHOLD}}
 
 
-def long_plugin_body(model: str, text: str, encoding: str) -> dict:
-    """:func:`plugin_body` read whole in windows (the default overlap)."""
-    body = plugin_body(model, text, encoding)
-    body["data"]["long_text"] = "window"
-    return body
+# :func:`plugin_body` read whole in windows (the default overlap)
+long_plugin_body = windowed_body(plugin_body)
 
 
 def describe_entities(bodies: list[dict], answers: list[dict]) -> dict:
@@ -216,11 +214,6 @@ class GLiNERBenchSpec(PackageBenchSpec):
             config.documents or LONG_DOCUMENTS, config.corpus_size, config.seed,
             word_pool(self.word_texts()), _window_tokens(checkpoint),
         )  # fmt: skip
-
-    def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
-        if config.workload != LONG:
-            return super().baseline(config)
-        return SCRIPTS / "long_baseline.py", self.baseline_args()
 
     def calibration_texts(self, lengths: dict[str, float] | None = None) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of corpus and docstring

@@ -50,6 +50,7 @@ from vllm_factory.testing.bench import (
     bench_artifacts,
     build_documents,
     pool_texts,
+    windowed_body,
     word_pool,
 )
 from vllm_factory.testing.gliner2.references import (
@@ -58,7 +59,7 @@ from vllm_factory.testing.gliner2.references import (
     GLiNER2Reference,
     gliner2_env,
 )
-from vllm_factory.testing.refenv import SCRIPTS, cached_artifact
+from vllm_factory.testing.refenv import cached_artifact
 
 SCHEMA: dict[str, Any] = {
     "entities": ["person", "organization", "location", "date", "product"],
@@ -91,11 +92,8 @@ def plugin_body(model: str, text: str, encoding: str) -> dict:
     return {"model": model, "data": {"text": text, "schema": SCHEMA, "threshold": THRESHOLD}}
 
 
-def long_plugin_body(model: str, text: str, encoding: str) -> dict:
-    """:func:`plugin_body` read whole in ``extract_long``'s windows (its defaults)."""
-    body = plugin_body(model, text, encoding)
-    body["data"]["long_text"] = "window"
-    return body
+# :func:`plugin_body` read whole in windows (``extract_long``'s windows, its defaults)
+long_plugin_body = windowed_body(plugin_body)
 
 
 def describe_extractions(bodies: list[dict], answers: list[dict]) -> dict:
@@ -212,11 +210,6 @@ class GLiNER2BenchSpec(PackageBenchSpec):
                 word_pool(self.word_texts()), _window_tokens(checkpoint),
             )  # fmt: skip
         return self._documents
-
-    def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
-        if config.workload != LONG:
-            return super().baseline(config)
-        return SCRIPTS / "long_baseline.py", self.baseline_args()
 
     def calibration_texts(self) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of case and docstring
