@@ -42,7 +42,15 @@ def test_predict_entities_sends_gliners_arguments_as_one_pooling_request():
         "text": ["Ada met Bob"], "labels": ["person: a human"], "threshold": 0.3,
         "flat_ner": False, "multi_label": True, "return_class_probs": True,
         "input_spans": [[{"start": 0, "end": 3}, {"start": 4, "end": 7}]], "max_len": 512,
+        "long_text": "truncate",
     }  # fmt: skip
+
+
+def test_long_texts_are_cut_as_gliner_cuts_them_unless_told_otherwise():
+    for long_text, sent_as in (("truncate", "truncate"), ("window", "window"), (None, None)):
+        model, sent = served(entities_for, long_text=long_text)
+        model.inference(["a b"], ["x"])
+        assert sent[0]["data"].get("long_text") == sent_as
 
 
 def test_blank_texts_and_empty_labels_never_reach_the_server():

@@ -44,10 +44,15 @@ class ServedGLiNER:
         max_length: int | None = None,
         timeout: float = 120.0,
         client: httpx.Client | None = None,
+        long_text: str | None = "truncate",
     ) -> None:
         self.url = url.rstrip("/")
         self.model = model
         self.config = ServedConfig(max_length)
+        # gliner reads what fits its first prompt; the server's default reads a text whole in
+        # windows. A stand-in for gliner's model keeps gliner's reading unless told otherwise
+        # ("window", or None for the server's default).
+        self.long_text = long_text
         self._client = client or httpx.Client(timeout=timeout)
 
     def to(self, device: Any) -> ServedGLiNER:
@@ -94,6 +99,8 @@ class ServedGLiNER:
             data["input_spans"] = [_plain_spans(input_spans[i]) for i in keep]
         if self.config.max_len is not None:
             data["max_len"] = self.config.max_len
+        if self.long_text is not None:
+            data["long_text"] = self.long_text
         for i, entities in zip(keep, self.pool(data)):
             results[i] = entities
         return results

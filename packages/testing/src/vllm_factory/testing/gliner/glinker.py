@@ -125,6 +125,7 @@ def _served_links(server, inputs: dict, local: dict, rerank: bool) -> list[list[
             "threshold": inputs[f"{layer}_threshold"],
             "candidates": [{"id": r["entity_id"], **{k: r[k] for k in fields}} for r in records],
             "input_spans": [[{"start": m["start"], "end": m["end"]} for m in mentions] or None],
+            "long_text": "truncate",  # glinker's gliner reads what fits one prompt
         }  # fmt: skip
         if rerank:
             data["max_labels"] = inputs["l4_max_labels"]
