@@ -206,3 +206,14 @@ def test_all_spans_count_matches_listing():
     assert list(zip(spans.start, spans.label, spans.end))[:8] == list(
         itertools.islice(((0, k, e) for k in range(3) for e in range(7)), 8)
     )
+
+
+def test_a_steps_scores_reach_the_host_in_one_copy_whatever_their_label_counts():
+    """The GPU path's copy (joined, then split): prompts of one step with different label
+    counts, which a plain ``torch.cat`` of ``[words, labels, 3]`` blocks cannot join."""
+    from vllm_factory.heads.gliner.head import to_host
+
+    parts = [torch.rand(4, 2, 3), torch.rand(1, 5, 3), torch.rand(0, 3, 3)]
+    copied = to_host(parts)
+    assert [c.shape for c in copied] == [p.shape for p in parts]
+    assert all(torch.equal(c, p) for c, p in zip(copied, parts))

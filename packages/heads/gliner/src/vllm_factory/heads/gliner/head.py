@@ -171,6 +171,16 @@ class SpanRepLayer(nn.Module):
         self.span_rep_layer = MarkerV0(width, max_width)
 
 
+def to_host(parts: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``parts`` on the CPU in one copy: flattened and joined (their shapes differ in more
+    than the first dimension, e.g. a token-level step's prompts with different label counts),
+    then split and shaped again."""
+    shapes = [part.shape for part in parts]
+    flat = torch.cat([part.flatten() for part in parts]).to("cpu", non_blocking=True)
+    pieces = flat.split([part.numel() for part in parts])
+    return [piece.view(shape) for piece, shape in zip(pieces, shapes, strict=True)]
+
+
 class GLiNERSpanHead(FactoryPooler):
     needs_token_ids = True  # label markers are found in the prompt tokens
     _logged: ClassVar[set[str]] = set()  # kinds of unscored prompts already logged
@@ -415,10 +425,8 @@ class GLiNERSpanHead(FactoryPooler):
         for original, rows, columns in plan.blocks():
             logits = self.scorer.logits(words[rows], labels[columns])
             out[original] = torch.sigmoid(logits.float())
-        if words.device.type != "cpu":  # one copy of the step's scores to the host
-            sizes = [scores.shape[0] for scores in out]  # type: ignore[union-attr]
-            flat = torch.cat(out).to("cpu", non_blocking=True)  # type: ignore[arg-type]
-            return list(flat.split(sizes))
+        if words.device.type != "cpu":
+            return to_host(out)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
     def span_logits(
