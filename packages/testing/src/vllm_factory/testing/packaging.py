@@ -12,7 +12,12 @@ import sys
 from packaging.requirements import Requirement
 
 # Attributes by which a family's --config-format finds the package serving a backbone.
-TARGET_ATTRIBUTES = ("COLBERT_BACKBONE_TYPES", "COLPALI_BACKBONE_TYPES", "GLINER_ENCODER_TYPES")
+TARGET_ATTRIBUTES = (
+    "COLBERT_BACKBONE_TYPES",
+    "COLPALI_BACKBONE_TYPES",
+    "GLINER_ENCODER_TYPES",
+    "GLINER2_ENCODER_TYPES",
+)
 # Runs in a fresh interpreter: import the plugin module, then look the package up as
 # --config-format does; vLLM must not have been imported by then.
 FRESH_IMPORT = """

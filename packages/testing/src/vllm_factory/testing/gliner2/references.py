@@ -2,10 +2,11 @@
 anything is installed).
 
 The gliner2 venv (``requirements-gliner2.txt``), the parity cases (``cases.json``: id, text and
-the request ``data`` a client sends, minus the text), the DeBERTa-v3 half of the checkpoint
-builder (``scripts/deberta_checkpoint.py``) and gliner2's reference outputs
-(``scripts/gliner2_encode.py``). A package brings ``reference/build_checkpoint.py`` (gliner2's
-model on the random backbone, heads calibrated) and a three-line
+the request ``data`` a client sends, minus the text), the GLiNER2 half of the checkpoint
+builder (``scripts/gliner2_checkpoint.py``: gliner2's model on the package's random backbone,
+heads calibrated), the DeBERTa-v3 backbone (``scripts/deberta_checkpoint.py``) and gliner2's
+reference outputs (``scripts/gliner2_encode.py``). A package brings
+``reference/build_checkpoint.py`` (its tokenizer and random backbone) and a three-line
 ``reference/<name>_reference.py``::
 
     from vllm_factory.testing.gliner2.references import GLiNER2Reference
@@ -24,8 +25,8 @@ KIT = Path(__file__).resolve().parent
 CASES = KIT / "cases.json"
 REQUIREMENTS = KIT / "requirements-gliner2.txt"
 ENCODE = SCRIPTS / "gliner2_encode.py"
-KIT_INPUTS = [REQUIREMENTS, CASES, ENCODE, SCRIPTS / "deberta_checkpoint.py",
-              SCRIPTS / "tiny_checkpoint.py"]  # fmt: skip
+KIT_INPUTS = [REQUIREMENTS, CASES, ENCODE, SCRIPTS / "gliner2_checkpoint.py",
+              SCRIPTS / "deberta_checkpoint.py", SCRIPTS / "tiny_checkpoint.py"]  # fmt: skip
 
 
 def gliner2_env() -> ReferenceEnv:

@@ -1,9 +1,12 @@
-"""DebertaGLiNER2: our DeBERTa-v2/v3 encoder + the GLiNER2 span-architecture heads.
+"""GLiNER2Model: an encoder + the GLiNER2 span-architecture heads; DebertaGLiNER2: on our
+DeBERTa-v2/v3 encoder.
 
-The library's state dict keeps the encoder under ``encoder.`` (Hugging Face ``DebertaV2Model``
+The library's state dict keeps the encoder under ``encoder.`` (the Hugging Face encoder's own
 names) and the heads at the top level (``span_rep.``, ``classifier.``, ``count_pred.``,
 ``count_embed.``). The served config is the encoder's (``--config-format gliner2``); the heads'
-settings come from the checkpoint's own ``config.json``.
+settings come from the checkpoint's own ``config.json``. A package for another encoder
+subclasses :class:`GLiNER2Model` and gives :meth:`~GLiNER2Model.build_encoder` (and
+:meth:`~GLiNER2Model.load_encoder` where its loader takes more arguments).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+from torch import nn
 from vllm_factory.backbones.deberta import DebertaV2Encoder
 from vllm_factory.core.adapter import VllmPoolerAdapter
 from vllm_factory.core.compat import default_pooling_type
@@ -25,16 +29,24 @@ ENCODER_PREFIX = "encoder."
 # CLS as the default sequence pooling makes vLLM treat the model as encoder-only:
 # whole prompts per step, no chunked prefill, no prefix caching.
 @default_pooling_type(seq_pooling_type="CLS", tok_pooling_type="ALL")
-class DebertaGLiNER2(FactoryModel):
+class GLiNER2Model(FactoryModel):
     def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
         super().__init__(vllm_config)
         self.settings = read_settings(self.files)
         hf_config = self.model_config.hf_config
-        self.model = DebertaV2Encoder(hf_config, prefix=f"{prefix}model")
+        self.model = self.build_encoder(hf_config, prefix=f"{prefix}model")
         head = GLiNER2Head(
             self.settings.hidden_size, self.settings.max_width, dtype=self.model_config.head_dtype
         )
         self.pooler = VllmPoolerAdapter(head, tasks=("plugin",))
+
+    def build_encoder(self, hf_config: Any, prefix: str) -> nn.Module:
+        """The packed encoder for the served (encoder's) config."""
+        raise NotImplementedError
+
+    def load_encoder(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        """Load the library's encoder weights, ``encoder.`` already removed from their names."""
+        return self.model.load_weights(weights)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         head_weights: list[tuple[str, torch.Tensor]] = []
@@ -46,7 +58,15 @@ class DebertaGLiNER2(FactoryModel):
                 else:
                     head_weights.append((name, tensor))
 
-        loaded = {f"model.{name}" for name in self.model.load_weights(encoder_weights(), ())}
+        loaded = {f"model.{name}" for name in self.load_encoder(encoder_weights())}
         head = self.pooler.head
         loaded |= {f"pooler.head.{name}" for name in head.load_weights(head_weights)}
         return loaded
+
+
+class DebertaGLiNER2(GLiNER2Model):
+    def build_encoder(self, hf_config: Any, prefix: str) -> nn.Module:
+        return DebertaV2Encoder(hf_config, prefix=prefix)
+
+    def load_encoder(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        return self.model.load_weights(weights, ())  # the names are bare
