@@ -37,27 +37,31 @@ def _module(path: Path):
     return module
 
 
-def gliner_server(tmp: Path) -> VllmServer:
+def gliner_server(tmp: Path, server: type[VllmServer] = VllmServer, **kwargs) -> VllmServer:
     """deberta_gliner's tiny checkpoint through vllm-factory-prep: its config.json names the
-    architecture and the IOProcessor (no plugin flags), as the package's tests serve it."""
+    architecture and the IOProcessor (no plugin flags), as the package's tests serve it.
+    ``server``: the class that serves it; ``kwargs``: more of its arguments."""
     from vllm_factory.heads.gliner.prep import prepare
     from vllm_factory.testing.gliner.references import GLiNERReference
 
     reference = GLiNERReference(MODELS / "deberta_gliner" / "reference" / "build_checkpoint.py")
     served = prepare(reference.reference_dir() / "checkpoint", tmp / "gliner")
-    return VllmServer(served, extra_args=["--served-model-name", "gliner"])
+    extra = ["--served-model-name", "gliner", *kwargs.pop("extra_args", ())]
+    return server(served, extra_args=extra, **kwargs)
 
 
-def colbert_server() -> VllmServer:
-    """moderncolbert's tiny PyLate checkpoint with its plugin (the ColBERT family's fixture)."""
+def colbert_server(server: type[VllmServer] = VllmServer, **kwargs) -> VllmServer:
+    """moderncolbert's tiny PyLate checkpoint with its plugin (the ColBERT family's fixture);
+    ``server`` and ``kwargs`` as for :func:`gliner_server`."""
     from vllm_factory.testing.colbert.fixtures import load_package
 
     package = load_package(MODELS / "moderncolbert")
-    return VllmServer(
+    return server(
         package.reference.reference_dir() / "checkpoint",
         io_processor_plugin=package.io_processor,
         hf_overrides={"architectures": [package.architecture]},
-        extra_args=["--served-model-name", "colbert"],
+        extra_args=["--served-model-name", "colbert", *kwargs.pop("extra_args", ())],
+        **kwargs,
     )
 
 
