@@ -21,6 +21,7 @@ from vllm.model_executor.models.interfaces import SupportsLateInteraction
 from vllm.model_executor.models.interfaces_base import default_pooling_type
 from vllm.pooling_params import PoolingParams
 from vllm.v1.pool.metadata import PoolingMetadata
+from vllm_factory.core import metrics
 
 try:  # Structured client errors (400 with the offending field) where vLLM has them.
     from vllm.exceptions import VLLMValidationError as _ValidationError
@@ -54,8 +55,11 @@ __all__ = [
 ]
 
 
-def validation_error(message: str, field: str) -> Exception:
-    """A client error that the OpenAI server turns into HTTP 400 naming ``field``."""
+def validation_error(message: str, field: str, reason: str = metrics.INVALID) -> Exception:
+    """A client error that the OpenAI server turns into HTTP 400 naming ``field``, counted on
+    ``/metrics`` by field and ``reason`` (:mod:`vllm_factory.core.metrics`) as it is made:
+    callers build it to raise it."""
+    metrics.count_refused(field, reason)
     if _ValidationError is not None:
         return _ValidationError(message, parameter=field)
     return ValueError(f"{field}: {message}")

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from vllm.plugins.io_processors.interface import IOProcessor
-from vllm_factory.core import compat
+from vllm_factory.core import compat, metrics
 from vllm_factory.core.checkpoint import CheckpointFiles
 from vllm_factory.core.request import describe_validation_error, lone_surrogate_path
 
@@ -173,6 +173,7 @@ def budget_check(field: str, amount: int, limit: int, unit: str, setting: str, a
             f"{field}: this request holds {amount} {unit}, more than this server takes in one "
             f"request ({setting}={limit}); {advice}",
             field,
+            metrics.OVER_LIMIT,
         )
 
 

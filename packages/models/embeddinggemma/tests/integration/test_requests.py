@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 from vllm_factory.testing.requests import bad_text_requests
 
 VALID = ["A bidirectional encoder.", "Short one."]
@@ -77,3 +79,26 @@ def test_v1_embeddings_bad_input_is_a_4xx(server):
         response = server.post("/v1/embeddings", body)
         assert 400 <= response.status_code < 500, (body, response.status_code, response.text)
     assert server.is_alive()
+
+
+def refused_counts(server) -> dict[tuple[str, str], float]:
+    """``vllm_factory_requests_refused_total`` on the server's ``/metrics``, by (field, reason)."""
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    counts = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "vllm_factory_requests_refused_total":
+                counts[sample.labels["field"], sample.labels["reason"]] = sample.value
+    return counts
+
+
+def test_refusals_are_counted_on_metrics_by_field_and_reason(server):
+    before = refused_counts(server)
+    for dimensions in (48, 0, "64"):
+        assert server.pooling({"text": "x", "dimensions": dimensions}).status_code == 400
+    assert server.pooling({"text": ["fine", ""]}).status_code == 400
+    after = refused_counts(server)
+    key = ("data.dimensions", "invalid")
+    assert after[key] - before.get(key, 0.0) == 3
+    key = ("data.text", "invalid")  # data.text[1] is counted under its field
+    assert after[key] - before.get(key, 0.0) == 1

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from vllm_factory.core import compat, envs
+from vllm_factory.core import compat, envs, metrics
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
 from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.heads.colbert.scoring import maxsim_scores, top_k
@@ -85,7 +85,7 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
             return field if isinstance(request.image, str) else f"{field}.{i}"
 
         def refuse(i: int, error: Exception) -> Exception:
-            return compat.validation_error(f"{where(i)}: {error}", where(i))
+            return compat.validation_error(f"{where(i)}: {error}", where(i), metrics.MEDIA)
 
         kinds = [source_kind(source, self.local_root) for source in sources]
         urls = [source for source, kind in zip(sources, kinds) if kind == HTTP_URL]
@@ -134,7 +134,9 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
         )
         if len(ids) > limit:
             raise compat.validation_error(
-                f"{field}: longer than the server's {limit} tokens (--max-model-len)", field
+                f"{field}: longer than the server's {limit} tokens (--max-model-len)",
+                field,
+                metrics.OVER_LIMIT,
             )
         return ids
 

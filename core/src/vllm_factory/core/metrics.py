@@ -1,0 +1,70 @@
+"""Counters of the API server process, shown on vLLM's ``/metrics``.
+
+Refusals happen in the API process (an IOProcessor's ``parse_data`` / ``pre_process``), which
+is also the process that answers ``/metrics``: a plain prometheus_client counter in the default
+registry is enough. With several API servers vLLM sets ``PROMETHEUS_MULTIPROC_DIR`` before they
+start, and a counter created there sums every process's increments at scrape time.
+
+A refusal is labelled by its field with list indices dropped (``data.text[3]`` counts as
+``data.text``: the label set stays the request model's fields, however many texts a client
+sends) and a reason out of :data:`REASONS`. Nothing here raises into a request.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+REFUSED_NAME = "vllm_factory_requests_refused"
+REFUSED_HELP = (
+    "Requests a vLLM Factory IOProcessor answered with a client error, by field and reason"
+)
+INVALID = "invalid"
+"""The body is not a request this server takes (type, value, missing field, unknown label)."""
+OVER_LIMIT = "over_limit"
+"""The request is well formed but holds more than a server limit or budget allows."""
+MEDIA = "media"
+"""An image could not be fetched, decoded or was refused by the media policy."""
+REASONS = (INVALID, OVER_LIMIT, MEDIA)
+
+_INDEX = re.compile(r"\[\d+\]|\.\d+(?=\.|$)")
+_lock = threading.Lock()
+_refused: Any = None
+_unavailable = False
+
+
+def field_label(field: str) -> str:
+    """``field`` without list indices: ``data.text[3]`` and ``data.images.2`` become
+    ``data.text`` and ``data.images``."""
+    return _INDEX.sub("", field) or "data"
+
+
+def _counter() -> Any:
+    global _refused, _unavailable
+    if _refused is not None or _unavailable:
+        return _refused
+    with _lock:
+        if _refused is None and not _unavailable:
+            try:
+                from prometheus_client import Counter
+
+                _refused = Counter(REFUSED_NAME, REFUSED_HELP, ["field", "reason"])
+            except Exception:  # missing package, or a name taken: count nothing, serve on
+                logger.warning("vLLM Factory refusal counter not registered", exc_info=True)
+                _unavailable = True
+    return _refused
+
+
+def count_refused(field: str, reason: str = INVALID) -> None:
+    """One more refusal of ``field`` for ``reason`` (one of :data:`REASONS`)."""
+    counter = _counter()
+    if counter is None:
+        return
+    try:
+        counter.labels(field=field_label(field), reason=reason).inc()
+    except Exception:  # a metrics failure never fails the request
+        logger.debug("refusal not counted", exc_info=True)
