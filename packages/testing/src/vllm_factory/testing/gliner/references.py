@@ -139,3 +139,27 @@ class GLiNERTokenReference(GLiNERReference):
         if calibrate:
             raise ValueError("token-level reference checkpoints are not calibrated")
         return [TOKEN_BUILDER, "--builder", self.builder]
+
+
+RELEX_BUILDER = SCRIPTS / "gliner_relex_checkpoint.py"
+RELEX_ENCODE = SCRIPTS / "gliner_relex_encode.py"
+
+
+class GLiNERRelexReference(GLiNERReference):
+    """A package's relex reference: gliner's own ``UniEncoderSpanRelexGLiNER`` (entities and
+    relations) on the package's tiny backbone (``scripts/gliner_relex_checkpoint.py``), and
+    gliner's outputs through ``scripts/gliner_relex_encode.py``: ``ref-scores.npz`` holds the
+    span scores of entity-only prompts, ``ref-entities.json`` the relation cases
+    (``predict_relations`` per text), ``ref-relex-bf16.json`` the same cases in bf16."""
+
+    VARIANTS: ClassVar[dict[str, list[str]]] = {"relex": []}
+    ENCODE = RELEX_ENCODE
+    EXTRA_INPUTS = (TOKEN_BUILDER, RELEX_BUILDER, RELEX_ENCODE)
+
+    def __init__(self, module_file: str | Path, variant: str = "relex") -> None:
+        super().__init__(module_file, variant)
+
+    def _builder(self, calibrate: Sequence[object]) -> list[object]:
+        if calibrate:
+            raise ValueError("relex reference checkpoints are not calibrated for benches")
+        return [RELEX_BUILDER, "--builder", self.builder]

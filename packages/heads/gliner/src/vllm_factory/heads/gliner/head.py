@@ -49,6 +49,12 @@ from vllm_factory.heads.gliner.labels import (
     label_ids_for,
 )
 from vllm_factory.heads.gliner.prompts import WordLayout, layout_for
+from vllm_factory.heads.gliner.relex import (
+    RelationsRepLayer,
+    relation_positions,
+    relations,
+    relex_thresholds,
+)
 from vllm_factory.heads.gliner.settings import GLiNERSettings
 from vllm_factory.heads.gliner.span_graphs import RowBuckets, SpanGraphs, span_kernel_backend
 from vllm_factory.heads.gliner.step_plan import StepPlan
@@ -213,6 +219,10 @@ class GLiNERSpanHead(FactoryPooler):
         else:
             self.span_rep_layer = SpanRepLayer(width, settings.max_width)
             self.prompt_rep_layer = projection(width)
+        if settings.relex:  # gliner's relex span model: entity pairs scored per relation label
+            self.pair_rep_layer = projection(2 * width, width)
+            if settings.relations_layer != "none":
+                self.relations_rep_layer = RelationsRepLayer(width, settings.relations_layer)
         if dtype is not None:
             self.to(dtype)
 
@@ -287,9 +297,45 @@ class GLiNERSpanHead(FactoryPooler):
                 labels_in_tokens=label_table is None,
             )
             hidden = [hidden_states[i] for i, _, _ in scored]
-            for (i, _, _), scores in zip(scored, self.score(hidden, plan, label_table)):
+            kept: dict[str, torch.Tensor] | None = {} if self.settings.relex else None
+            for (i, _, _), scores in zip(scored, self.score(hidden, plan, label_table, kept)):
                 outputs[i] = scores
+            if kept is not None:
+                self.add_relations(outputs, scored, hidden, requests, plan, kept)
         return outputs  # type: ignore[return-value]
+
+    def add_relations(
+        self,
+        outputs: list[torch.Tensor | None],
+        scored: Sequence[tuple[int, WordLayout, np.ndarray]],
+        hidden: Sequence[torch.Tensor],
+        requests: Sequence[PoolerRequest],
+        plan: StepPlan,
+        kept: dict[str, torch.Tensor],
+    ) -> None:
+        """Relex checkpoints: each scored prompt that came with its thresholds gets its packed
+        entities-and-relations output (:func:`~vllm_factory.heads.gliner.relex.relations`)
+        in place of its span scores. ``kept``: the step's token and word vectors
+        (:meth:`score`)."""
+        offsets = np.cumsum([0, *[h.shape[0] for h in hidden[:-1]]])
+        settings = self.settings
+        for original, rows, _ in plan.blocks():
+            i = scored[original][0]
+            request = requests[i]
+            thresholds = relex_thresholds(request.extra)
+            if thresholds is None:
+                continue
+            positions = relation_positions(
+                request.token_ids, settings.rel_token_index, settings.embed_rel_token
+            )
+            positions = positions[
+                positions < min(hidden[original].shape[0], len(request.token_ids))
+            ]
+            vectors = kept["tokens"][
+                torch.from_numpy(positions + offsets[original]).to(kept["tokens"].device)
+            ]
+            with torch.no_grad():
+                outputs[i] = relations(self, outputs[i], kept["words"][rows], vectors, thresholds)
 
     def label_vectors(self, label_ids: list[list[int]], device: torch.device) -> torch.Tensor:
         """Bi-encoder: final label vectors ``[len(label_ids), width]`` (after
@@ -355,6 +401,7 @@ class GLiNERSpanHead(FactoryPooler):
         hidden: Sequence[torch.Tensor],
         plan: StepPlan,
         label_table: torch.Tensor | None = None,
+        kept: dict[str, torch.Tensor] | None = None,
     ) -> list[torch.Tensor]:
         """Sigmoid scores ``[num_words, max_width, num_labels]`` (float32, on the CPU), one per
         prompt of ``plan``, in its input order.
@@ -368,7 +415,9 @@ class GLiNERSpanHead(FactoryPooler):
         so the memory a step needs stays bounded whatever vLLM schedules. Each prompt keeps the
         columns of its own labels; the step's scores reach the host in one copy. A
         bi-encoder's label vectors are rows of ``label_table``. On a GPU the scoring after the
-        BiLSTM is replayed from a CUDA graph per bucket (:class:`SpanGraphs`)."""
+        BiLSTM is replayed from a CUDA graph per bucket (:class:`SpanGraphs`). ``kept``: if
+        given, receives the step's ``tokens`` (after the projection) and ``words`` (after the
+        BiLSTM), which relex checkpoints pair entities with."""
         tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(self.dtype)
         pad = RowBuckets.for_device(tokens.device)
         if self.settings.has_projection:
@@ -382,6 +431,8 @@ class GLiNERSpanHead(FactoryPooler):
         else:
             labels = label_table[label_row]
         words = self.contextual_words(tokens, plan, index)
+        if kept is not None:
+            kept.update(tokens=tokens, words=words)
         max_width = self.span_rep_layer.span_rep_layer.max_width
         columns = plan.label_columns(index)  # [words, labels per prompt] or None
         scores = None

@@ -57,6 +57,12 @@ from vllm_factory.heads.gliner.prompts import (
     prompt_words,
     unique_labels,
 )
+from vllm_factory.heads.gliner.relex import (
+    MAX_RELATION_ENTITIES,
+    RELEX_KEY,
+    decode_relations,
+    unpack,
+)
 from vllm_factory.heads.gliner.request import (
     MAX_CHARS_PER_LABEL,
     MAX_PROMPTS_PER_REQUEST,
@@ -99,7 +105,7 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             self.labels_tokenizer = self.load_labels_tokenizer()
             register_collector(STATS_NAME, METRICS)  # the engine's label cache on /metrics
         else:  # a uni-encoder's label prompt is built from its marker tokens
-            for token in (self.settings.ent_token, self.settings.sep_token):
+            for token in self.marker_tokens():
                 if self.tokenizer.convert_tokens_to_ids(token) in (
                     None,
                     self.tokenizer.unk_token_id,
@@ -120,6 +126,30 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             )
         self.word_tokenizer = WordTokenizer(self.tokenizer, self.token_limit)
         self._latest = threading.local()  # pre_process -> merge_pooling_params, same thread
+
+    def marker_tokens(self) -> tuple[str, ...]:
+        """The tokens a uni-encoder's label prompt is built of (a relex checkpoint's relation
+        marker too): labels must not contain them."""
+        settings = self.settings
+        extra = (settings.rel_token,) if settings.relex else ()
+        return (settings.ent_token, settings.sep_token, *extra)
+
+    def label_prompt(self, labels: Sequence[str], relations: Sequence[str] | None) -> list[str]:
+        """A uni-encoder's label prompt words; a relex checkpoint's (gliner's relex processor)
+        also lists the relation labels after the entity labels, each after its marker, with
+        a second separator, whether or not the request asks for relations."""
+        settings = self.settings
+        words = prompt_words(labels, settings.ent_token, settings.sep_token)
+        if settings.relex:
+            for relation in relations or ():
+                words += [settings.rel_token, relation]
+            words.append(settings.sep_token)
+        return words
+
+    @staticmethod
+    def relation_labels(request: GLiNERRequest) -> list[str] | None:
+        """The request's relation labels, first occurrences in order (gliner's mapping)."""
+        return None if request.relations is None else unique_labels(request.relations)
 
     def load_labels_tokenizer(self) -> Any:
         """A bi-encoder's label tokenizer: ``labels_tokenizer/`` as gliner saves it."""
@@ -155,15 +185,16 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 )
         return [list(ids) for ids in encoded]
 
-    def encode(self, text_words: TextWords, labels: Sequence[str]) -> tuple[list[int], WordLayout]:
+    def encode(
+        self,
+        text_words: TextWords,
+        labels: Sequence[str],
+        relations: Sequence[str] | None = None,
+    ) -> tuple[list[int], WordLayout]:
         """Token ids and word layout of one text's words (:meth:`text_words`), exactly as
         gliner builds them (a bi-encoder's prompt is the text's words alone)."""
         words = text_words.texts
-        prompt = (
-            []
-            if self.settings.bi_encoder
-            else prompt_words(labels, self.settings.ent_token, self.settings.sep_token)
-        )
+        prompt = [] if self.settings.bi_encoder else self.label_prompt(labels, relations)
         return self.word_tokenizer.prompt(prompt + words, len(prompt))
 
     def text_words(self, request: GLiNERRequest, index: int) -> TextWords:
@@ -190,12 +221,12 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         plan = self.label_plan(request)
         # the label prompts are tokenized here: their characters are bounded first
         field = "data.labels" if request.candidates is None else "data.candidates"
-        budget_check(field, sum(len(label) for label in plan.labels),
+        relations = self.relation_labels(request) or []
+        budget_check(field, sum(len(label) for label in [*plan.labels, *relations]),
                      envs.get(envs.MAX_REQUEST_CHARS), "characters to tokenize at least",
                      envs.MAX_REQUEST_CHARS.name, "send fewer or shorter labels")  # fmt: skip
-        ent, sep = self.settings.ent_token, self.settings.sep_token
         longest = max(
-            self.word_tokenizer.prompt_length(prompt_words(chunk, ent, sep))
+            self.word_tokenizer.prompt_length(self.label_prompt(chunk, relations))
             for chunk in plan.chunks
         )
         room = self.token_limit - longest
@@ -204,6 +235,15 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
     def _split_texts(self, request: GLiNERRequest) -> list[TextWindows]:
         max_len = request.max_len or self.settings.max_len
         mode = request.long_text or envs.get(envs.LONG_TEXT)
+        if request.relations is not None:  # relations are read as gliner reads them
+            if request.long_text == "window":
+                raise compat.validation_error(
+                    "data.long_text: relations are extracted from one window per text; send "
+                    "'truncate' (the default with data.relations, as gliner reads it) or "
+                    "'error'",
+                    "data.long_text",
+                )
+            mode = request.long_text or "truncate"
         overlap = request.window_overlap
         if overlap is None:
             overlap = default_overlap(max_len)
@@ -300,6 +340,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             raise compat.validation_error(problem, "data.input_spans")
         if self.settings.token_level:
             self.check_token_level(request)
+        relations = self.relation_labels(request)
+        if relations is not None and not self.settings.relex:
+            raise compat.validation_error(
+                "data.relations: this checkpoint has no relation head (serve a relex GLiNER "
+                "checkpoint, gliner's UniEncoderSpanRelexGLiNER, for relations)",
+                "data.relations",
+            )
         plan = self.label_plan(request)
         field = "data.labels" if request.candidates is None else "data.candidates"
         label_ids = None
@@ -309,6 +356,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         else:
             chunks = plan.chunks
             count = len(request.labels) if request.candidates is None else len(chunks[0])
+            if relations is not None and count + len(relations) > UNI_ENCODER_MAX_LABELS:
+                raise compat.validation_error(
+                    f"data.relations: at most {UNI_ENCODER_MAX_LABELS} entity and relation "
+                    f"labels together (they share the prompt with the text), got "
+                    f"{count} + {len(relations)}",
+                    "data.relations",
+                )
             if count > UNI_ENCODER_MAX_LABELS:
                 raise compat.validation_error(
                     f"{field}: at most {UNI_ENCODER_MAX_LABELS} labels for a uni-encoder "
@@ -327,18 +381,19 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                     f"over {MAX_PROMPTS_PER_REQUEST} model inputs per request",
                     by,
                 )
-            for label in plan.labels:
-                for token in (self.settings.ent_token, self.settings.sep_token):
-                    if token in label:
-                        raise compat.validation_error(
-                            f"{field}: labels must not contain {token!r}", field
-                        )
+            for where, group in ((field, plan.labels), ("data.relations", relations or ())):
+                for label in group:
+                    for token in self.marker_tokens():
+                        if token in label:
+                            raise compat.validation_error(
+                                f"{where}: labels must not contain {token!r}", where
+                            )
         self.check_budget(request, plan, chunks)
         prompts, layouts = [], {}
         windows = [words for text in self.text_windows(request) for words in text.window_words()]
         for words in windows:
             for number, chunk in enumerate(chunks):
-                ids, layout = self.encode(words, chunk)
+                ids, layout = self.encode(words, chunk, relations)
                 if not any(layout.counts):
                     where = "data.candidate_labels" if plan.links_spans and number else field
                     raise compat.validation_error(
@@ -356,6 +411,13 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                      "request")  # fmt: skip
         self._latest.layouts = layouts
         self._latest.label_ids = label_ids
+        self._latest.relex = None
+        if relations is not None:  # the engine pairs entities with these thresholds
+            adjacency = request.adjacency_threshold
+            self._latest.relex = [
+                request.threshold,
+                request.threshold if adjacency is None else adjacency,
+            ]
         return prompts
 
     @staticmethod
@@ -403,6 +465,16 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             ("data.text", words * (3 if token_level else width) * len(plan.labels),
              envs.GLINER_MAX_CELLS, "span x label cells", "send fewer texts, words or labels"),
         ]  # fmt: skip
+        relations = self.relation_labels(request)
+        if relations is not None:  # entity pairs x relation labels, at most, per window
+            paired = [
+                min(MAX_RELATION_ENTITIES, spans_inside(end - first, width))
+                for text in self.text_windows(request)
+                for first, end in text.bounds
+            ]
+            checks.append(("data.relations", sum(n * (n - 1) for n in paired) * len(relations),
+                           envs.GLINER_MAX_CELLS, "entity pair x relation cells at most",
+                           "send fewer texts, words or relations"))  # fmt: skip
         if request.return_scores:
             checks.append(("data.return_scores", checks[1][1], envs.MAX_RETURNED_SCORES,
                            "scores", "ask for scores with fewer texts or labels"))  # fmt: skip
@@ -422,6 +494,9 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
             label_ids = getattr(self._latest, "label_ids", None)
             if label_ids is not None:  # bi-encoder: one label list for all prompts
                 extra[LABELS_KEY] = label_ids
+            relex = getattr(self._latest, "relex", None)
+            if relex is not None:  # relex checkpoint, relations asked for: the thresholds
+                extra[RELEX_KEY] = relex
             params.extra_kwargs = extra
         return params
 
@@ -450,6 +525,8 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
         return parts
 
     def build_response(self, request: GLiNERRequest, outputs: Sequence[Any]) -> list | dict:
+        if request.relations is not None:
+            return self.relex_response(request, outputs)
         plan = self.label_plan(request)
         linking = plan.candidates is not None
         results = []
@@ -513,6 +590,96 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 results.append(entities)
         # One text (vLLM Factory 0.2's form): its entities; a list of texts: one result per text.
         return results[0] if isinstance(request.text, str) else results
+
+    def relex_response(self, request: GLiNERRequest, outputs: Sequence[Any]) -> list | dict:
+        """Entities and relations per text (one prompt each: one window, one label chunk),
+        as gliner's ``predict_relations`` returns them."""
+        plan = self.label_plan(request)
+        labels = plan.labels
+        relation_labels = self.relation_labels(request) or []
+        relation_threshold = request.relation_threshold
+        if relation_threshold is None:
+            relation_threshold = request.threshold
+        candidates_left = envs.get(envs.MAX_ENTITIES)
+        width = self.settings.max_width
+        results = []
+        for index, (text, windows) in enumerate(zip(request.texts, self.text_windows(request))):
+            words = windows.words
+            field = "data.text" if isinstance(request.text, str) else f"data.text[{index}]"
+            first, end = windows.bounds[0]
+            data = outputs[index].outputs.data
+            parts = unpack(data, end - first, width, len(labels), len(relation_labels))
+            if parts is None:
+                raise compat.validation_error(
+                    f"{field}: the engine returned no relation scores for this text (its prompt "
+                    "reached the engine changed, or without the request's thresholds)",
+                    field,
+                )
+            if parts.overflow:
+                raise compat.validation_error(
+                    f"data.threshold: {parts.overflow} spans of {field} score above "
+                    f"{request.threshold}; relations pair at most {MAX_RELATION_ENTITIES} "
+                    "per text: raise the threshold",
+                    "data.threshold",
+                )
+            scores = checked_scores(parts.scores, end - first, index)
+            allowed = None
+            if request.input_spans is not None and request.input_spans[index] is not None:
+                chars = [(span.start, span.end) for span in request.input_spans[index]]
+                allowed = word_spans(chars, words)
+            try:
+                spans = self.decode(request, scores, len(words), allowed, candidates_left)
+            except TooManyCandidates as error:
+                raise compat.validation_error(
+                    f"data.threshold: at least {error.count} spans score above "
+                    f"{request.threshold}, more than the server keeps per request "
+                    f"({envs.MAX_ENTITIES.name}={envs.get(envs.MAX_ENTITIES)}); raise the "
+                    "threshold",
+                    "data.threshold",
+                ) from None
+            candidates_left -= spans.candidates
+            probs = scores if request.return_class_probs else None
+            entities = to_entities(spans, words, labels, text, probs)
+            found = decode_relations(parts, spans, relation_labels, relation_threshold)
+            candidates_left -= len(found)
+            if candidates_left < 0:
+                raise compat.validation_error(
+                    f"data.relation_threshold: more relations score above "
+                    f"{relation_threshold} than the server keeps per request "
+                    f"({envs.MAX_ENTITIES.name}={envs.get(envs.MAX_ENTITIES)}); raise it",
+                    "data.relation_threshold",
+                )
+            result: dict[str, Any] = {
+                "entities": entities,
+                "relations": [
+                    {
+                        "head": self.relation_end(entities, head),
+                        "tail": self.relation_end(entities, tail),
+                        "relation": relation,
+                        "score": score,
+                    }
+                    for head, relation, tail, score in found
+                ],
+            }
+            if request.return_windows:
+                result["windows"] = len(windows.bounds)
+                result["truncated"] = windows.truncated
+            if request.return_scores:
+                result["scores"] = scores.tolist()
+            results.append(result)
+        return results[0] if isinstance(request.text, str) else results
+
+    @staticmethod
+    def relation_end(entities: Sequence[dict], index: int) -> dict[str, Any]:
+        """A relation's head or tail: entity ``index``'s offsets, text and label (``type``)."""
+        entity = entities[index]
+        return {
+            "start": entity["start"],
+            "end": entity["end"],
+            "text": entity["text"],
+            "type": entity["label"],
+            "entity_idx": index,
+        }
 
     def decode(
         self,

@@ -84,7 +84,15 @@ class GLiNERRequest(BaseModel):
     consecutive ones share ``window_overlap``, merged), ``"truncate"`` (the first ``max_len``
     words, as gliner) or ``"error"`` (a 400 naming the text); unset, the server's
     ``VLLM_FACTORY_LONG_TEXT``. ``return_windows``: each text's result is
-    ``{"entities", "windows", "truncated"}`` (and ``"scores"`` with ``return_scores``)."""
+    ``{"entities", "windows", "truncated"}`` (and ``"scores"`` with ``return_scores``).
+
+    Relation extraction (relex checkpoints, gliner's ``predict_relations``): ``relations``
+    (the relation labels), ``relation_threshold`` and ``adjacency_threshold`` (both default to
+    ``threshold``); each text's result is then ``{"entities", "relations"}``, a relation
+    ``{"head", "tail", "relation", "score"}`` with head and tail ``{"start", "end", "text",
+    "type", "entity_idx"}`` (character offsets; ``entity_idx``: the entity's index in
+    ``entities``). A text is read in one window (``long_text`` ``"truncate"`` by default, as
+    gliner reads it)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     # The IOProcessor's label plan, made once when the prompts are built (not a field).
@@ -109,6 +117,9 @@ class GLiNERRequest(BaseModel):
     long_text: Literal["window", "truncate", "error"] | None = None
     window_overlap: int | None = None
     return_windows: bool = False
+    relations: list[str] | None = None
+    relation_threshold: float | None = None
+    adjacency_threshold: float | None = None
 
     @field_validator("max_len")
     @classmethod
@@ -157,7 +168,7 @@ class GLiNERRequest(BaseModel):
     def _check_text(cls, value: str | list[str]) -> str | list[str]:
         return check_texts(value, max_items=MAX_TEXTS_PER_REQUEST, max_chars=MAX_CHARS_PER_TEXT)
 
-    @field_validator("labels", "candidate_labels")
+    @field_validator("labels", "candidate_labels", "relations")
     @classmethod
     def _check_labels(cls, value: list[str] | None) -> list[str] | None:
         if value is None:
@@ -170,6 +181,11 @@ class GLiNERRequest(BaseModel):
     @classmethod
     def _check_threshold(cls, value: float) -> float:
         return check_probability(value)
+
+    @field_validator("relation_threshold", "adjacency_threshold")
+    @classmethod
+    def _check_relation_threshold(cls, value: float | None) -> float | None:
+        return None if value is None else check_probability(value)
 
     def labels_problem(self) -> tuple[str, str] | None:
         """(field, message) when the request has neither or both of ``labels`` and
@@ -186,6 +202,13 @@ class GLiNERRequest(BaseModel):
                     f"data.candidate_labels: labels and candidate_labels hold at most "
                     f"{MAX_LABELS_PER_REQUEST} together"
                 )
+        if self.relations is None:
+            for name in ("relation_threshold", "adjacency_threshold"):
+                if getattr(self, name) is not None:
+                    return f"data.{name}", f"data.{name}: only with data.relations"
+        elif self.candidates is not None or self.candidate_labels is not None:
+            field = "data.candidates" if self.candidates is not None else "data.candidate_labels"
+            return field, f"{field}: entity linking does not combine with data.relations"
         if self.candidates is None:
             if self.max_labels is not None:
                 return "data.max_labels", "data.max_labels: only with data.candidates"

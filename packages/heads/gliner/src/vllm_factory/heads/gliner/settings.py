@@ -14,7 +14,10 @@ MODEL_TYPES = (
     "gliner_uni_encoder_span",
     "gliner_bi_encoder_span",
     "gliner_uni_encoder_token",
+    "gliner_uni_encoder_span_relex",
 )
+# gliner's adjacency layers the relex head serves ("none": every pair of entities is scored).
+RELATION_LAYERS = ("none", "dot", "bilinear", "mlp")
 
 
 class UnsupportedGLiNERConfig(ValueError):
@@ -39,6 +42,12 @@ class GLiNERSettings:
     # Bi-encoder checkpoints: the label encoder's Hugging Face config (labels are encoded by
     # it and mean-pooled, not read at <<ENT>> tokens of the prompt); None for uni-encoders.
     labels_encoder_config: dict[str, Any] | None = field(default=None, compare=False)
+    # Relex checkpoints (gliner's UniEncoderSpanRelexGLiNER): the adjacency layer ("none":
+    # every pair of entities), the relation label marker and its token id; None otherwise.
+    relations_layer: str | None = None
+    rel_token: str = "<<REL>>"
+    rel_token_index: int = -1
+    embed_rel_token: bool = True
 
     @property
     def has_projection(self) -> bool:
@@ -53,6 +62,12 @@ class GLiNERSettings:
         """gliner's token model (``span_mode: token_level``): a scorer over (word, label)
         pairs instead of span vectors (:mod:`~vllm_factory.heads.gliner.token_level`)."""
         return self.span_mode == TOKEN_LEVEL
+
+    @property
+    def relex(self) -> bool:
+        """gliner's relex span model: entities and the relations between them
+        (:mod:`~vllm_factory.heads.gliner.relex`)."""
+        return self.relations_layer is not None
 
     @property
     def runs_rnn(self) -> bool:
@@ -103,7 +118,6 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
     # Variants with other heads or extra modules: refuse rather than serve wrong scores.
     for key, what in (
         ("labels_decoder", "label decoder"),
-        ("relations_layer", "relation extraction"),
         ("span_encoder_config", "span context encoder"),
         ("post_fusion_schema", "post-fusion layers"),
         ("precomputed_prompts_mode", "precomputed prompts"),
@@ -111,6 +125,7 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
     ):
         if config.get(key):
             raise UnsupportedGLiNERConfig(f"{key} is set: {what} GLiNER models are not supported")
+    relations_layer = _relations_layer(config, config.get("span_mode", "markerV0"), bi_encoder)
     model_type = config.get("model_type")
     if model_type == "gliner_bi_encoder_token":
         raise UnsupportedGLiNERConfig(
@@ -170,7 +185,45 @@ def parse_settings(config: dict[str, Any]) -> GLiNERSettings:
         words_splitter_type=splitter,
         encoder_model_type=str(encoder.get("model_type", "deberta-v2")),
         labels_encoder_config=dict(labels_config) if bi_encoder else None,
+        relations_layer=relations_layer,
+        rel_token=str(config.get("rel_token", "<<REL>>")),
+        rel_token_index=int(config.get("rel_token_index", -1)),
+        embed_rel_token=bool(config.get("embed_rel_token", True)),
     )
+
+
+def _relations_layer(config: dict[str, Any], span_mode: str, bi_encoder: bool) -> str | None:
+    """A relex checkpoint's ``relations_layer`` (None: not a relex checkpoint); the relex
+    variants this head does not implement are refused, naming what they use."""
+    layer = config.get("relations_layer")
+    model_type = config.get("model_type")
+    if model_type == "gliner_uni_encoder_token_relex" or (layer and span_mode == TOKEN_LEVEL):
+        raise UnsupportedGLiNERConfig(
+            "token-level relex GLiNER models (relations_layer with span_mode 'token_level') "
+            "are not supported (span relex models are)"
+        )
+    if layer is None:
+        if model_type == "gliner_uni_encoder_span_relex":
+            raise UnsupportedGLiNERConfig(
+                "model_type 'gliner_uni_encoder_span_relex' without a relations_layer"
+            )
+        return None
+    if bi_encoder:
+        raise UnsupportedGLiNERConfig("relations_layer with a labels_encoder is not supported")
+    if config.get("triples_layer"):
+        raise UnsupportedGLiNERConfig(
+            f"triples_layer {config['triples_layer']!r} is set: relex models that score "
+            "triples are not supported (relex models with a pair projection are)"
+        )
+    if str(layer).lower() not in RELATION_LAYERS:
+        raise UnsupportedGLiNERConfig(
+            f"relations_layer {layer!r} is not supported (supported: {', '.join(RELATION_LAYERS)})"
+        )
+    if int(config.get("rel_token_index", -1)) < 0:
+        raise UnsupportedGLiNERConfig(
+            "rel_token_index is -1: the relex checkpoint was never resized"
+        )
+    return str(layer).lower()
 
 
 def read_settings(checkpoint: Any) -> GLiNERSettings:
