@@ -96,17 +96,20 @@ def deployments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
 def test_each_engine_runs_in_its_own_host_process(deployments, model):
     """The head's processes hold engine 0 and only it, the node's engine 1 (their process
     titles and logs); the head's metrics name both engines."""
-    group = deployments[model]
-    head, node = process_titles(group.head.process.pid), process_titles(group.node.process.pid)
+    deployment = deployments[model]
+    head, node = (
+        process_titles(deployment.head.process.pid),
+        process_titles(deployment.node.process.pid),
+    )
     assert any(HEAD_ENGINE in title for title in head), head
     assert not any(NODE_ENGINE in title for title in head), head
     assert any(NODE_ENGINE in title for title in node), node
     assert not any(HEAD_ENGINE in title for title in node), node
-    head_log = group.head.log_path.read_text(errors="replace")
-    node_log = group.node.log_path.read_text(errors="replace")
-    assert HEAD_ENGINE in head_log and NODE_ENGINE not in head_log, group.head.log_tail()
-    assert NODE_ENGINE in node_log and HEAD_ENGINE not in node_log, group.node.log_tail()
-    assert set(finished_per_engine(group.head, model)) == {"0", "1"}
+    head_log = deployment.head.log_path.read_text(errors="replace")
+    node_log = deployment.node.log_path.read_text(errors="replace")
+    assert HEAD_ENGINE in head_log and NODE_ENGINE not in head_log, deployment.head.log_tail()
+    assert NODE_ENGINE in node_log and HEAD_ENGINE not in node_log, deployment.node.log_tail()
+    assert set(finished_per_engine(deployment.head, model)) == {"0", "1"}
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -114,12 +117,12 @@ def test_data_parallel_answers_equal_a_single_server(deployments, model):
     """Every request of the router test (GLiNER ``/pooling``; ColBERT ``/pooling``, ``/score``,
     ``/rerank``), sent twice so that both engines are likely to answer one: what the single
     server answers."""
-    group = deployments[model]
+    deployment = deployments[model]
     for path, body in REQUESTS[model]:
-        direct = group.single.post(path, {"model": model, **body})
+        direct = deployment.single.post(path, {"model": model, **body})
         assert direct.status_code == 200, (path, direct.text)
         for _ in range(2):
-            spread = group.head.post(path, {"model": model, **body})
+            spread = deployment.head.post(path, {"model": model, **body})
             assert spread.status_code == 200, (path, spread.text)
             assert_same(spread.json(), direct.json())
 
@@ -141,19 +144,19 @@ def test_concurrent_requests_spread_over_both_engines(deployments, model):
     """32 ``/pooling`` requests, 8 at a time, to the head: every one answered as the single
     server answers it, each counted once by the head's metrics, and both engines (the head's
     and the node's) finished some."""
-    group = deployments[model]
+    deployment = deployments[model]
     path, body = REQUESTS[model][0]
-    expected = group.single.post(path, {"model": model, **body})
+    expected = deployment.single.post(path, {"model": model, **body})
     assert expected.status_code == 200, expected.text
-    before = finished_per_engine(group.head, model)
+    before = finished_per_engine(deployment.head, model)
     count = 32
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda _: group.head.post(path, {"model": model, **body}),
+        answers = list(pool.map(lambda _: deployment.head.post(path, {"model": model, **body}),
                                 range(count)))  # fmt: skip
     for answer in answers:
         assert answer.status_code == 200, answer.text
         assert_same(answer.json(), expected.json())
-    after = finished_per_engine(group.head, model)
+    after = finished_per_engine(deployment.head, model)
     served = {engine: after[engine] - before.get(engine, 0) for engine in after}
     print(f"{model}: {count} concurrent requests finished per engine: {served}")
     assert sum(served.values()) == count, served
@@ -166,14 +169,14 @@ def test_lost_node_leaves_the_head_healthy_and_its_requests_unanswered(deploymen
     engine 1; of concurrent requests, those the head sends to the lost engine get no answer
     (here: none within 10 s, where an answer takes well under a second), the others are
     answered as before. Runs last: the group is not whole afterwards."""
-    group = deployments["colbert"]
+    deployment = deployments["colbert"]
     path, body = REQUESTS["colbert"][0]
-    expected = group.single.post(path, {"model": "colbert", **body}).json()
-    tree = process_tree(group.node.process.pid)
+    expected = deployment.single.post(path, {"model": "colbert", **body}).json()
+    tree = process_tree(deployment.node.process.pid)
     for pid in tree:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    group.node.process.wait(timeout=30)
+    deployment.node.process.wait(timeout=30)
     deadline = time.monotonic() + 30
     while any(is_running(pid) for pid in tree) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -181,7 +184,7 @@ def test_lost_node_leaves_the_head_healthy_and_its_requests_unanswered(deploymen
 
     def attempt(_: int) -> httpx.Response | None:
         try:
-            return group.head.post(path, {"model": "colbert", **body}, timeout=10)
+            return deployment.head.post(path, {"model": "colbert", **body}, timeout=10)
         except httpx.TimeoutException:
             return None
 
@@ -194,5 +197,5 @@ def test_lost_node_leaves_the_head_healthy_and_its_requests_unanswered(deploymen
         assert answer.status_code == 200, answer.text
         assert_same(answer.json(), expected)
     assert len(answered) < len(answers)
-    assert httpx.get(f"{group.head.url}/health", timeout=10).status_code == 200
-    assert set(finished_per_engine(group.head, "colbert")) == {"0", "1"}
+    assert httpx.get(f"{deployment.head.url}/health", timeout=10).status_code == 200
+    assert set(finished_per_engine(deployment.head, "colbert")) == {"0", "1"}
