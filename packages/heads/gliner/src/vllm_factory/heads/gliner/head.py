@@ -319,6 +319,8 @@ class GLiNERSpanHead(FactoryPooler):
         (:meth:`score`)."""
         offsets = np.cumsum([0, *[h.shape[0] for h in hidden[:-1]]])
         settings = self.settings
+        if kept["words"].is_cuda:  # the span scores reach the host by a non-blocking copy
+            torch.cuda.current_stream(kept["words"].device).synchronize()
         for original, rows, _ in plan.blocks():
             i = scored[original][0]
             request = requests[i]
