@@ -19,7 +19,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-REFUSED_NAME = "vllm_factory_requests_refused"
+REFUSED_NAME = "vllm_factory:requests_refused"
 REFUSED_HELP = (
     "Requests a vLLM Factory IOProcessor answered with a client error, by field and reason"
 )

@@ -82,12 +82,12 @@ def test_v1_embeddings_bad_input_is_a_4xx(server):
 
 
 def refused_counts(server) -> dict[tuple[str, str], float]:
-    """``vllm_factory_requests_refused_total`` on the server's ``/metrics``, by (field, reason)."""
+    """``vllm_factory:requests_refused_total`` on the server's ``/metrics``, by (field, reason)."""
     text = httpx.get(f"{server.url}/metrics", timeout=30).text
     counts = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "vllm_factory_requests_refused_total":
+            if sample.name == "vllm_factory:requests_refused_total":
                 counts[sample.labels["field"], sample.labels["reason"]] = sample.value
     return counts
 
