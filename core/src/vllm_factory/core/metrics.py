@@ -33,8 +33,8 @@ REASONS = (INVALID, OVER_LIMIT, MEDIA)
 
 _INDEX = re.compile(r"\[\d+\]|\.\d+(?=\.|$)")
 _lock = threading.Lock()
-_refused: Any = None
-_unavailable = False
+_made: dict[str, Any] = {}
+"""Each metric of this process by name, made on first use; None where it could not be."""
 
 
 def field_label(field: str) -> str:
@@ -43,25 +43,27 @@ def field_label(field: str) -> str:
     return _INDEX.sub("", field) or "data"
 
 
-def _counter() -> Any:
-    global _refused, _unavailable
-    if _refused is not None or _unavailable:
-        return _refused
+def metric(kind: str, name: str, text: str, labels: tuple[str, ...] = (), **options: Any) -> Any:
+    """The prometheus_client ``kind`` (``"Counter"``, ``"Histogram"``, ...) named ``name`` in
+    the default registry, made once per process; None where prometheus_client is missing or
+    the name is taken (the caller counts nothing and serves on)."""
+    if name in _made:
+        return _made[name]
     with _lock:
-        if _refused is None and not _unavailable:
+        if name not in _made:
             try:
-                from prometheus_client import Counter
+                import prometheus_client
 
-                _refused = Counter(REFUSED_NAME, REFUSED_HELP, ["field", "reason"])
-            except Exception:  # missing package, or a name taken: count nothing, serve on
-                logger.warning("vLLM Factory refusal counter not registered", exc_info=True)
-                _unavailable = True
-    return _refused
+                _made[name] = getattr(prometheus_client, kind)(name, text, list(labels), **options)
+            except Exception:
+                logger.warning("vLLM Factory metric %s not registered", name, exc_info=True)
+                _made[name] = None
+    return _made[name]
 
 
 def count_refused(field: str, reason: str = INVALID) -> None:
     """One more refusal of ``field`` for ``reason`` (one of :data:`REASONS`)."""
-    counter = _counter()
+    counter = metric("Counter", REFUSED_NAME, REFUSED_HELP, ("field", "reason"))
     if counter is None:
         return
     try:

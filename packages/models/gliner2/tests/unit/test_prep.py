@@ -10,6 +10,7 @@ from vllm_factory.core.checkpoint import CheckpointFiles
 from vllm_factory.heads.gliner.prep import PrepError, main, preparers
 from vllm_factory.models.gliner2.prep import GLINER2
 from vllm_factory.models.gliner2.settings import read_settings
+from vllm_factory.testing.gliner2.fixtures import library_layout
 
 LIBRARY_CONFIG = {"model_type": "extractor", "model_name": "x", "max_width": 6,
                   "counting_layer": "count_lstm", "token_pooling": "first"}  # fmt: skip
@@ -20,14 +21,7 @@ ENCODER_CONFIG = {"model_type": "deberta-v2", "hidden_size": 32, "vocab_size": 1
 @pytest.fixture
 def library_dir(tmp_path: Path) -> Path:
     """A GLiNER2 directory as ``GLiNER2.save_pretrained`` lays it out."""
-    root = tmp_path / "gliner2"
-    (root / "encoder_config").mkdir(parents=True)
-    (root / "config.json").write_text(json.dumps(LIBRARY_CONFIG))
-    (root / "encoder_config" / "config.json").write_text(json.dumps(ENCODER_CONFIG))
-    (root / "model.safetensors").write_bytes(b"weights")
-    (root / "tokenizer.json").write_text("{}")
-    (root / "tokenizer_config.json").write_text("{}")
-    return root
+    return library_layout(tmp_path / "gliner2", LIBRARY_CONFIG, ENCODER_CONFIG)
 
 
 def test_the_preparer_is_installed_and_recognizes_gliner2_directories(library_dir, tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from vllm_factory.heads.gliner.prep import main
 from vllm_factory.models.gliner2.config_format import served_config
+from vllm_factory.testing.gliner2.fixtures import library_layout
 
 LIBRARY_CONFIG = {"model_type": "extractor", "model_name": "jhu-clsp/mmBERT-base",
                   "architecture": "span", "span_head": {"max_width": 8, "span_mode": "markerV0"},
@@ -19,13 +20,7 @@ ENCODER_CONFIG = {"model_type": "modernbert", "hidden_size": 64, "vocab_size": 1
 @pytest.fixture
 def library_dir(tmp_path: Path) -> Path:
     """A GLiNER2 directory as ``GLiNER2.save_pretrained`` lays it out, ModernBERT encoder."""
-    root = tmp_path / "gliner2"
-    (root / "encoder_config").mkdir(parents=True)
-    (root / "config.json").write_text(json.dumps(LIBRARY_CONFIG))
-    (root / "encoder_config" / "config.json").write_text(json.dumps(ENCODER_CONFIG))
-    (root / "model.safetensors").write_bytes(b"weights")
-    (root / "tokenizer.json").write_text("{}")
-    return root
+    return library_layout(tmp_path / "gliner2", LIBRARY_CONFIG, ENCODER_CONFIG)
 
 
 def test_config_format_serves_modernbert_encoders_with_this_package(library_dir):

@@ -75,3 +75,16 @@ def extract(server):
 
 # What the package conftest's star import brings in: the hook and every fixture above.
 __all__ = ["pytest_configure", *fixture_names(globals())]  # noqa: PLE0604
+
+
+def library_layout(root: Path, config: dict, encoder_config: dict) -> Path:
+    """A GLiNER2 directory laid out as ``GLiNER2.save_pretrained`` lays it out (``config.json``,
+    ``encoder_config/config.json``, weights and tokenizer files as placeholders), for tests of
+    the config parsers and ``vllm-factory-prep``, which read only the layout and configs."""
+    (root / "encoder_config").mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps(config))
+    (root / "encoder_config" / "config.json").write_text(json.dumps(encoder_config))
+    (root / "model.safetensors").write_bytes(b"weights")
+    (root / "tokenizer.json").write_text("{}")
+    (root / "tokenizer_config.json").write_text("{}")
+    return root
