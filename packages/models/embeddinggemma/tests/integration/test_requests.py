@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 from vllm_factory.testing.requests import bad_text_requests
 
 VALID = ["A bidirectional encoder.", "Short one."]
@@ -83,13 +81,8 @@ def test_v1_embeddings_bad_input_is_a_4xx(server):
 
 def refused_counts(server) -> dict[tuple[str, str], float]:
     """``vllm_factory:requests_refused_total`` on the server's ``/metrics``, by (field, reason)."""
-    text = httpx.get(f"{server.url}/metrics", timeout=30).text
-    counts = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "vllm_factory:requests_refused_total":
-                counts[sample.labels["field"], sample.labels["reason"]] = sample.value
-    return counts
+    samples = server.metric("vllm_factory:requests_refused_total")
+    return {(dict(key)["field"], dict(key)["reason"]): value for key, value in samples.items()}
 
 
 def test_refusals_are_counted_on_metrics_by_field_and_reason(server):

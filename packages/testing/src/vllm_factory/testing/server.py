@@ -409,3 +409,16 @@ class VllmServer(SubprocessServer):
 
     def post(self, path: str, payload: Any, timeout: float = 120.0) -> httpx.Response:
         return httpx.post(f"{self.url}{path}", json=payload, timeout=timeout)
+
+    def metric(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+        """The samples named ``name`` on the server's ``/metrics``, by their sorted labels
+        (``()`` for a sample without labels); empty where there is none."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = httpx.get(f"{self.url}/metrics", timeout=30).text
+        return {
+            tuple(sorted(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name
+        }

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from vllm_factory.core import envs
 from vllm_factory.heads.gliner.prompts import split_words
+from vllm_factory.heads.gliner.stats import CUT_NAME, WINDOWS_NAME
 from vllm_factory.testing.gliner import long_cases
 from vllm_factory.testing.gliner.long_cases import LABELS, make_cases
 from vllm_factory.testing.gliner.parity import _near_tie, _same_side, _valid
@@ -176,6 +177,28 @@ def test_truncate_error_and_return_windows(ner, server, long_reference, referenc
     assert not any(r["truncated"] for r in whole)
     assert_refused(server, {**data, "long_text": "error"}, "data.text[1]")
     assert ner({**data, "window_overlap": max_len // 2, "long_text": "window"})
+
+
+def test_windows_per_text_on_metrics(ner, server, long_reference):
+    """Each text sent to the engine adds its windows to the API server's histogram, each cut
+    text to the cut counter."""
+    cases = json.loads((long_reference / "cases.json").read_text("utf-8"))
+    long, short = cases["two_and_half"]["text"], cases["one"]["text"]
+
+    def figures() -> tuple[float, float, float]:
+        count = server.metric(f"{WINDOWS_NAME}_count").get((), 0.0)
+        total = server.metric(f"{WINDOWS_NAME}_sum").get((), 0.0)
+        return count, total, server.metric(f"{CUT_NAME}_total").get((), 0.0)
+
+    before = figures()
+    data = {"text": [short, long], "labels": LABELS, "return_windows": True}
+    windows = [r["windows"] for r in ner({**data, "long_text": "window"})]
+    assert windows[1] > 1
+    ner({**data, "long_text": "truncate"})
+    after = figures()
+    assert after[0] - before[0] == 4
+    assert after[1] - before[1] == sum(windows) + 2
+    assert after[2] - before[2] == 1
 
 
 def test_windows_are_bounded(server, long_reference):

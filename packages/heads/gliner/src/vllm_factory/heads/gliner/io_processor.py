@@ -70,7 +70,7 @@ from vllm_factory.heads.gliner.request import (
     GLiNERRequest,
 )
 from vllm_factory.heads.gliner.settings import GLiNERSettings, read_settings
-from vllm_factory.heads.gliner.stats import register_collector
+from vllm_factory.heads.gliner.stats import observe_windows, register_collector
 from vllm_factory.heads.gliner.token_level import decode_tokens, merge_word_scores
 from vllm_factory.heads.gliner.windows import (
     TextWindows,
@@ -418,6 +418,8 @@ class GLiNERIOProcessor(FactoryIOProcessor[GLiNERRequest]):
                 request.threshold,
                 request.threshold if adjacency is None else adjacency,
             ]
+        texts = self.text_windows(request)
+        observe_windows([len(text.bounds) for text in texts], sum(t.truncated for t in texts))
         return prompts
 
     @staticmethod

@@ -173,3 +173,32 @@ def _export_to_multiprocess_files(
 
     copy()
     threading.Thread(target=loop, daemon=True, name=f"{name}-metrics").start()
+
+
+# -- the API process's own: how requests' texts are read -------------------------------------
+
+WINDOWS_NAME = "vllm_factory:gliner_windows_per_text"
+CUT_NAME = "vllm_factory:gliner_texts_cut"
+WINDOW_BUCKETS = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500)
+
+
+def observe_windows(windows: list[int], cut: int) -> None:
+    """The windows each text of a request sent to the engine is read in, and how many of its
+    texts were cut (``long_text: "truncate"``), on ``/metrics``."""
+    from vllm_factory.core import metrics
+
+    histogram = metrics.metric(
+        "Histogram", WINDOWS_NAME, "GLiNER model inputs (windows) per text sent to the engine",
+        buckets=WINDOW_BUCKETS,
+    )  # fmt: skip
+    counter = metrics.metric(
+        "Counter", CUT_NAME, "GLiNER texts cut to the model's max_len words or its token room"
+    )
+    try:
+        if histogram is not None:
+            for count in windows:
+                histogram.observe(count)
+        if counter is not None and cut:
+            counter.inc(cut)
+    except Exception:  # a metrics failure never fails the request
+        logger.debug("windows not observed", exc_info=True)
