@@ -154,7 +154,7 @@ class GLiNERRelexReference(GLiNERReference):
 
     VARIANTS: ClassVar[dict[str, list[str]]] = {"relex": []}
     ENCODE = RELEX_ENCODE
-    EXTRA_INPUTS = (TOKEN_BUILDER, RELEX_BUILDER, RELEX_ENCODE)
+    EXTRA_INPUTS = (TOKEN_BUILDER, TOKEN_ENCODE, RELEX_BUILDER, RELEX_ENCODE)  # they import both
 
     def __init__(self, module_file: str | Path, variant: str = "relex") -> None:
         super().__init__(module_file, variant)

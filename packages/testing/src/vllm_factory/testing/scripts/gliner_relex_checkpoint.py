@@ -23,16 +23,13 @@ Saved with gliner's ``save_pretrained`` and reloaded through ``GLiNER.from_pretr
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
-from gliner_checkpoint import CORPUS, TARGET_LOGIT_STD, corpus_pairs
-from gliner_token_checkpoint import package_builder
-from tiny_checkpoint import builder_arguments, training_texts
+from gliner_checkpoint import TARGET_LOGIT_STD, corpus_pairs
+from gliner_token_checkpoint import builder_option, variant_main
 
 LOG = logging.getLogger("gliner_relex_checkpoint")
 CANDIDATE_SHARE = 0.08
@@ -170,27 +167,19 @@ def build_relex_gliner(
 
 
 def _arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--builder", required=True, type=Path,
-                    help="the package's reference/build_checkpoint.py")  # fmt: skip
+    builder_option(ap)
     ap.add_argument("--relations-layer", default="mlp",
                     help="gliner's relations_layer (none, dot, bilinear, mlp, ...)")  # fmt: skip
 
 
 def main() -> None:
-    import sys
-
-    builder = package_builder(Path(sys.argv[sys.argv.index("--builder") + 1]))
-    args = builder_arguments(__doc__, builder.SIZES, CORPUS, more=_arguments)
-    s = builder.SIZES[args.size]
-    corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
-    tok = builder.train_tokenizer(
-        training_texts(corpus["texts"]), args.vocab_size, s["model_max_length"]
+    variant_main(
+        __doc__,
+        lambda backbone, s, args, corpus: build_relex_gliner(
+            backbone, s, args.seed, corpus, args.out, args.relations_layer
+        ),
+        more=_arguments,
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        backbone_dir = Path(tmp) / "backbone"
-        builder.build_backbone(tok, s, args.seed).save_pretrained(backbone_dir)
-        tok.save_pretrained(backbone_dir)
-        build_relex_gliner(backbone_dir, s, args.seed, corpus, args.out, args.relations_layer)
 
 
 if __name__ == "__main__":

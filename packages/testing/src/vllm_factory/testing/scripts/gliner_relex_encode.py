@@ -16,15 +16,12 @@ beside it, the GPU check's yardstick).
 
 from __future__ import annotations
 
-import argparse
-import json
 from importlib.metadata import version
-from pathlib import Path
 
-import numpy as np
 import torch
-from gliner_encode import load, score_arrays
+from gliner_encode import score_arrays
 from gliner_relex_checkpoint import ENTITY_LABELS, RELATIONS
+from gliner_token_encode import encode_main
 
 ENTITY_KEYS = ("start", "end", "text", "label", "score")
 # predict_relations arguments per case (threshold 0.0 for relations: every kept pair's score).
@@ -94,27 +91,7 @@ def relex_cases(model, corpus: dict) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--checkpoint", required=True, type=Path)
-    ap.add_argument("--corpus", required=True, type=Path)
-    ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--entities", type=Path, help="the relation cases (fp32)")
-    ap.add_argument("--bf16-out", type=Path, help="also the bf16 scores and cases")
-    args = ap.parse_args()
-    corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
-    model = load(args.checkpoint, "float32")
-    if type(model).__name__ != "UniEncoderSpanRelexGLiNER":
-        raise SystemExit(f"{args.checkpoint} is a {type(model).__name__}, not a relex model")
-    np.savez(args.out, **score_arrays(model, corpus))
-    if args.entities is not None:
-        cases = relex_cases(model, corpus)
-        args.entities.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
-    if args.bf16_out is not None:
-        bf16 = load(args.checkpoint, "bfloat16")
-        np.savez(args.bf16_out, **score_arrays(bf16, corpus))
-        cases = relex_cases(bf16, corpus)
-        path = args.bf16_out.with_name("ref-relex-bf16.json")
-        path.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    encode_main("UniEncoderSpanRelexGLiNER", score_arrays, relex_cases, "ref-relex-bf16.json")
 
 
 if __name__ == "__main__":

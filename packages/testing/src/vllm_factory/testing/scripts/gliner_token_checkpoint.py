@@ -98,17 +98,20 @@ def build_token_gliner(backbone_dir: Path, s: dict, seed: int, corpus: dict, out
     )  # fmt: skip
 
 
-def _arguments(ap: argparse.ArgumentParser) -> None:
+def builder_option(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--builder", required=True, type=Path,
                     help="the package's reference/build_checkpoint.py")  # fmt: skip
 
 
-def main() -> None:
+def variant_main(doc: str, build, more=builder_option) -> None:
+    """The command line of a GLiNER variant's checkpoint builder: the package's builder
+    (``--builder``) trains the tokenizer and builds the backbone into a temporary folder, then
+    ``build(backbone_dir, sizes, args, corpus)`` builds the variant on it into ``args.out``;
+    ``more`` adds the variant's options (``--builder`` among them)."""
     import sys
 
-    builder_path = Path(sys.argv[sys.argv.index("--builder") + 1])
-    builder = package_builder(builder_path)
-    args = builder_arguments(__doc__, builder.SIZES, CORPUS, more=_arguments)
+    builder = package_builder(Path(sys.argv[sys.argv.index("--builder") + 1]))
+    args = builder_arguments(doc, builder.SIZES, CORPUS, more=more)
     s = builder.SIZES[args.size]
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     tok = builder.train_tokenizer(
@@ -118,7 +121,16 @@ def main() -> None:
         backbone_dir = Path(tmp) / "backbone"
         builder.build_backbone(tok, s, args.seed).save_pretrained(backbone_dir)
         tok.save_pretrained(backbone_dir)
-        build_token_gliner(backbone_dir, s, args.seed, corpus, args.out)
+        build(backbone_dir, s, args, corpus)
+
+
+def main() -> None:
+    variant_main(
+        __doc__,
+        lambda backbone, s, args, corpus: build_token_gliner(
+            backbone, s, args.seed, corpus, args.out
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -68,24 +68,35 @@ def entity_lists(model, corpus: dict) -> dict:
     return entities
 
 
-def main() -> None:
+def encode_main(model_class: str, scores, cases, bf16_cases: str | None = None) -> None:
+    """The command line of a GLiNER variant's reference encoder: ``scores(model, corpus)`` (the
+    score tensors, ``--out`` and, in bf16, ``--bf16-out``) and ``cases(model, corpus)`` (the
+    fp32 entity / relation lists, ``--entities``; also the bf16 ones, into ``bf16_cases``
+    beside ``--bf16-out``, where named) of the checkpoint, which must load as ``model_class``."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True, type=Path)
     ap.add_argument("--corpus", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--entities", type=Path, help="entity lists (fp32 run only)")
+    ap.add_argument("--entities", type=Path, help="the fp32 lists")
     ap.add_argument("--bf16-out", type=Path, help="also the bf16 score tensors, into this file")
     args = ap.parse_args()
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     model = load(args.checkpoint, "float32")
-    if type(model).__name__ != "UniEncoderTokenGLiNER":
-        raise SystemExit(f"{args.checkpoint} is a {type(model).__name__}, not a token model")
-    np.savez(args.out, **score_arrays(model, corpus))
+    if type(model).__name__ != model_class:
+        raise SystemExit(f"{args.checkpoint} is a {type(model).__name__}, not a {model_class}")
+    np.savez(args.out, **scores(model, corpus))
     if args.entities is not None:
-        entities = entity_lists(model, corpus)
-        args.entities.write_text(json.dumps(entities, ensure_ascii=False), encoding="utf-8")
+        args.entities.write_text(json.dumps(cases(model, corpus), ensure_ascii=False), "utf-8")
     if args.bf16_out is not None:
-        np.savez(args.bf16_out, **score_arrays(load(args.checkpoint, "bfloat16"), corpus))
+        bf16 = load(args.checkpoint, "bfloat16")
+        np.savez(args.bf16_out, **scores(bf16, corpus))
+        if bf16_cases is not None:
+            path = args.bf16_out.with_name(bf16_cases)
+            path.write_text(json.dumps(cases(bf16, corpus), ensure_ascii=False), "utf-8")
+
+
+def main() -> None:
+    encode_main("UniEncoderTokenGLiNER", score_arrays, entity_lists)
 
 
 if __name__ == "__main__":
