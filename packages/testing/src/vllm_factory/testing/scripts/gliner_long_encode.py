@@ -170,6 +170,7 @@ def main() -> None:
     ap.add_argument("--cases", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--scores", required=True, type=Path)
+    ap.add_argument("--bf16-scores", type=Path, help="also gliner's bf16 run of every case")
     args = ap.parse_args()
     from gliner import GLiNER
 
@@ -181,6 +182,10 @@ def main() -> None:
         results[name], arrays[f"scores_{name}"] = run_case(model, case)
     args.out.write_text(json.dumps(results, ensure_ascii=False), encoding="utf-8")
     np.savez(args.scores, **arrays)
+    if args.bf16_scores is not None:  # what bf16 costs gliner itself on the same windows
+        model = model.to(torch.bfloat16)
+        bf16 = {f"scores_{name}": run_case(model, case)[1] for name, case in cases.items()}
+        np.savez(args.bf16_scores, **bf16)
 
 
 if __name__ == "__main__":
