@@ -79,18 +79,12 @@ def test_v1_embeddings_bad_input_is_a_4xx(server):
     assert server.is_alive()
 
 
-def refused_counts(server) -> dict[tuple[str, str], float]:
-    """``vllm_factory:requests_refused_total`` on the server's ``/metrics``, by (field, reason)."""
-    samples = server.metric("vllm_factory:requests_refused_total")
-    return {(dict(key)["field"], dict(key)["reason"]): value for key, value in samples.items()}
-
-
 def test_refusals_are_counted_on_metrics_by_field_and_reason(server):
-    before = refused_counts(server)
+    before = server.refusals()
     for dimensions in (48, 0, "64"):
         assert server.pooling({"text": "x", "dimensions": dimensions}).status_code == 400
     assert server.pooling({"text": ["fine", ""]}).status_code == 400
-    after = refused_counts(server)
+    after = server.refusals()
     key = ("data.dimensions", "invalid")
     assert after[key] - before.get(key, 0.0) == 3
     key = ("data.text", "invalid")  # data.text[1] is counted under its field

@@ -16,7 +16,9 @@ def test_windows_left_to_the_server_fit_what_it_reads(server, extract):
     assert spans and all(text[s["start"] : s["end"]] == s["text"] for s in spans)
     assert extract(data)["windows"] == got["windows"]  # the same windows again
     assert extract({**data, "chunk_overlap": 8})["windows"] < got["windows"]
+    before = server.refusals().get(("data.chunk_size", "over_limit"), 0.0)
     response = server.pooling({**data, "chunk_size": 384})
     assert response.status_code == 400 and "data.chunk_size" in response.text, response.text
+    assert server.refusals()[("data.chunk_size", "over_limit")] == before + 1
     short = extract({**data, "text": long_text(SIZES["w1"], 3)})
     assert short["windows"] == 1

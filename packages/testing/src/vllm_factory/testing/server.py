@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import httpx
+from vllm_factory.core import metrics
 from vllm_factory.testing.report import REPORT_ENV, record
 from vllm_factory.testing.usage import is_running, process_tree
 
@@ -422,3 +423,9 @@ class VllmServer(SubprocessServer):
             for sample in family.samples
             if sample.name == name
         }
+
+    def refusals(self) -> dict[tuple[str, str], float]:
+        """Refused requests counted on ``/metrics`` (``vllm_factory:requests_refused_total``), by
+        (field, reason)."""
+        samples = self.metric(f"{metrics.REFUSED_NAME}_total")
+        return {(dict(key)["field"], dict(key)["reason"]): value for key, value in samples.items()}

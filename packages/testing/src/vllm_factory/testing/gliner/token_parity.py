@@ -18,7 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from vllm_factory.heads.gliner.token_level import token_candidates
-from vllm_factory.testing.gliner.parity import AS_GLINER, MODES, _library_run, _limits, scores_of
+from vllm_factory.testing.gliner.parity import (
+    AS_GLINER,
+    MODES,
+    _library_run,
+    _limits,
+    only_near_threshold,
+    scores_of,
+)
 from vllm_factory.testing.parity import BF16_FACTOR, Tolerance
 from vllm_factory.testing.report import record
 
@@ -98,18 +105,6 @@ def _near_tie(scores: np.ndarray, threshold: float, limits: Tolerance, allowed=N
     return False
 
 
-def _only_spans_near(
-    served: list[dict], expected: list[dict], threshold: float, limits: Tolerance
-) -> bool:
-    """The lists differ only in entities whose own score (a span's, composed from its words'
-    cells, which can cross the threshold while every cell keeps its side) lies within
-    ``limits.margin`` of the threshold in the list that holds them."""
-    served_keys, expected_keys = set(_key(served)), set(_key(expected))
-    differ = [e for e in served if _key([e])[0] not in expected_keys]
-    differ += [e for e in expected if _key([e])[0] not in served_keys]
-    return bool(differ) and all(abs(e["score"] - threshold) < limits.margin for e in differ)
-
-
 def _key(entities: list[dict]) -> list[tuple]:
     return [(e["text"], e["label"], e["start"], e["end"]) for e in entities]
 
@@ -124,7 +119,9 @@ def _compare(served, expected, scores, served_cells, text, threshold, limits, al
         status = "near"
     if _key(served) != _key(expected) and _near_tie(scores, threshold, limits, allowed):
         return "tie"
-    if _key(served) != _key(expected) and _only_spans_near(served, expected, threshold, limits):
+    if _key(served) != _key(expected) and only_near_threshold(
+        served, expected, threshold, limits.margin
+    ):
         return "skipped"
     assert _key(served) == _key(expected), (threshold, text[:40], served, expected)
     for got, ref in zip(served, expected):

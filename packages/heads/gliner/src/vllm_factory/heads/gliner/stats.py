@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from vllm_factory.core import envs
+from vllm_factory.core import envs, metrics
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +112,9 @@ def read_counters(name: str, folder: str | Path | None = None) -> dict[str, int]
 
 
 def register_collector(
-    name: str, metrics: dict[str, tuple[str, str]], registry: object | None = None
+    name: str, families: dict[str, tuple[str, str]], registry: object | None = None
 ) -> bool:
-    """Expose ``name``'s summed counters on ``/metrics`` (once per process): ``metrics`` maps a
+    """Expose ``name``'s summed counters on ``/metrics`` (once per process): ``families`` maps a
     value's key to (Prometheus name, help); names ending in ``_total`` are counters, the others
     gauges. False when prometheus_client is missing."""
     if name in _registered:
@@ -126,14 +126,14 @@ def register_collector(
         return False
     folder = share_stats_dir()
     if os.environ.get(MULTIPROCESS_ENV):
-        _export_to_multiprocess_files(name, metrics, folder)
+        _export_to_multiprocess_files(name, families, folder)
         _registered.add(name)
         return True
 
     class Collector:
         def collect(self):
             values = read_counters(name, folder)
-            for key, (metric, text) in metrics.items():
+            for key, (metric, text) in families.items():
                 if metric.endswith("_total"):
                     family = CounterMetricFamily(metric.removesuffix("_total"), text)
                 else:
@@ -147,7 +147,7 @@ def register_collector(
 
 
 def _export_to_multiprocess_files(
-    name: str, metrics: dict[str, tuple[str, str]], folder: Path
+    name: str, families: dict[str, tuple[str, str]], folder: Path
 ) -> None:
     """A daemon thread that keeps multiprocess gauges equal to ``name``'s summed counters (the
     ``_total`` names stay, typed gauge: a multiprocess counter sums its processes' increments,
@@ -155,7 +155,8 @@ def _export_to_multiprocess_files(
     from prometheus_client import Gauge
 
     gauges = {
-        key: Gauge(metric, text, multiprocess_mode="max") for key, (metric, text) in metrics.items()
+        key: Gauge(metric, text, multiprocess_mode="max")
+        for key, (metric, text) in families.items()
     }
 
     def copy() -> None:
@@ -185,8 +186,6 @@ WINDOW_BUCKETS = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500)
 def observe_windows(windows: list[int], cut: int) -> None:
     """The windows each text of a request sent to the engine is read in, and how many of its
     texts were cut (``long_text: "truncate"``), on ``/metrics``."""
-    from vllm_factory.core import metrics
-
     histogram = metrics.metric(
         "Histogram", WINDOWS_NAME, "GLiNER model inputs (windows) per text sent to the engine",
         buckets=WINDOW_BUCKETS,

@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from vllm_factory.core import compat, envs
+from vllm_factory.core import compat, envs, metrics
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
 from vllm_factory.heads.gliner.decoding import TooManyCandidates
 from vllm_factory.heads.gliner.prompts import prompt_key
@@ -267,6 +267,7 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
             f"{field}: {what}, more than the server's limit of {self.max_model_len} tokens "
             f"(--max-model-len); {advice}",
             field,
+            metrics.OVER_LIMIT,
         )
 
     def build_prompts(self, request: GLiNER2Request) -> list[list[int]]:
