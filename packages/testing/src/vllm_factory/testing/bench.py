@@ -286,6 +286,44 @@ class PackageBenchSpec(PluginSpec):
         return type(self).reference_env().ensure().python
 
 
+class TextBenchSpec(PackageBenchSpec):
+    """A family spec whose requests are texts, in two workloads: ``texts`` (the default), one
+    text per request in the run's length mix, and :data:`LONG`, documents read in windows
+    (:meth:`corpus`). A subclass gives :meth:`window_tokens` and calls :meth:`use_config` from
+    its ``checkpoint``, so that the calls which do not get the config follow its workload."""
+
+    workloads = ("texts", LONG)
+    workload = ""
+    _config: BenchConfig | None = None
+    _documents: Corpus | None = None
+
+    def use_config(self, config: BenchConfig) -> None:
+        """Keep the run's config (its workload) for :meth:`servers` and the like."""
+        self.workload, self._config = config.workload, config
+
+    def window_tokens(self, checkpoint: Path) -> Callable[[str], list[int]]:
+        """``text -> text tokens of each window`` as the plugin reads a long text."""
+        raise NotImplementedError
+
+    def seeded_texts(self, word_counts: Sequence[int], rng: random.Random) -> list[str]:
+        """Texts of ``word_counts`` words drawn as the bench draws its own (:func:`pool_texts`
+        over :meth:`word_texts`), e.g. a checkpoint's calibration texts."""
+        return pool_texts(self.word_texts(), word_counts, rng)
+
+    def corpus(self, config: BenchConfig, checkpoint: Path) -> Corpus | None:
+        """``--workload long``: documents of ``config.documents`` words (default
+        :data:`LONG_DOCUMENTS`), each with its windows' text tokens (:meth:`window_tokens`),
+        built once; else None (the run's mix)."""
+        if config.workload != LONG:
+            return None
+        if self._documents is None:
+            self._documents = build_documents(
+                config.documents or LONG_DOCUMENTS, config.corpus_size, config.seed,
+                word_pool(self.word_texts()), self.window_tokens(checkpoint),
+            )  # fmt: skip
+        return self._documents
+
+
 def load_spec(plugin: str | None, spec_path: Path | None) -> PluginSpec:
     """``SPEC`` of ``packages/models/<plugin>/benchmarks/bench_spec.py`` (or of ``spec_path``)."""
     if spec_path is None:

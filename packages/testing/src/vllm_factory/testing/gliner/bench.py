@@ -42,18 +42,13 @@ from typing import Any
 from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
     LONG,
-    LONG_DOCUMENTS,
     SHORT,
     SHORT_RANGE,
     BenchConfig,
-    Corpus,
-    PackageBenchSpec,
     ServerSpec,
+    TextBenchSpec,
     bench_artifacts,
-    build_documents,
-    pool_texts,
     windowed_body,
-    word_pool,
 )
 from vllm_factory.testing.gliner.gliner_serve import (
     ROUTE,
@@ -178,16 +173,13 @@ def bench_checkpoint(
     return cached_artifact(name, inputs, build, root=root) / "served"
 
 
-class GLiNERBenchSpec(PackageBenchSpec):
-    """The spec of the GLiNER package whose ``benchmarks/bench_spec.py`` is ``spec_file``."""
+class GLiNERBenchSpec(TextBenchSpec):
+    """The spec of the GLiNER package whose ``benchmarks/bench_spec.py`` is ``spec_file``
+    (``--workload long``: documents read in windows of the plugin's default overlap)."""
 
     reference_library = "gliner"
     reference_kit = GLiNERReference
     reference_env = staticmethod(gliner_env)
-    workloads = ("texts", LONG)
-    """``texts`` (the default): one text per request in the run's length mix; ``long``:
-    documents read in windows."""
-    workload = ""
 
     def word_texts(self) -> list[str]:
         return json.loads(CORPUS.read_text(encoding="utf-8"))["texts"]
@@ -196,7 +188,7 @@ class GLiNERBenchSpec(PackageBenchSpec):
         return ["--library", "gliner", "--labels", ",".join(LABELS), "--threshold", str(THRESHOLD)]
 
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
-        self.workload = config.workload
+        self.use_config(config)
         if config.checkpoint:
             return Path(config.checkpoint)
         texts = self.calibration_texts(config.lengths)
@@ -205,15 +197,8 @@ class GLiNERBenchSpec(PackageBenchSpec):
             device=config.device, dtype=config.dtype,
         )  # fmt: skip
 
-    def corpus(self, config: BenchConfig, checkpoint: Path) -> Corpus | None:
-        """``--workload long``: documents of ``config.documents`` words, each with its windows'
-        text tokens as the plugin reads them (default overlap); else None (the run's mix)."""
-        if config.workload != LONG:
-            return None
-        return build_documents(
-            config.documents or LONG_DOCUMENTS, config.corpus_size, config.seed,
-            word_pool(self.word_texts()), _window_tokens(checkpoint),
-        )  # fmt: skip
+    def window_tokens(self, checkpoint: Path) -> Callable[[str], list[int]]:
+        return _window_tokens(checkpoint)
 
     def calibration_texts(self, lengths: dict[str, float] | None = None) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of corpus and docstring
@@ -226,7 +211,7 @@ class GLiNERBenchSpec(PackageBenchSpec):
         else:  # shuffled: the builder's levelling and calibration parts both hold the mix
             counts = calibration_words(lengths, rng)
             rng.shuffle(counts)
-        return pool_texts(self.word_texts(), counts, rng)
+        return self.seeded_texts(counts, rng)
 
     def checkpoint_notes(self, checkpoint: Path) -> dict:
         """The calibration the checkpoint builder measured with gliner (``calibration.json``

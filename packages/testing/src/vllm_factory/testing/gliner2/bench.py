@@ -42,16 +42,11 @@ from typing import Any
 from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
     LONG,
-    LONG_DOCUMENTS,
     BenchConfig,
-    Corpus,
-    PackageBenchSpec,
     ServerSpec,
+    TextBenchSpec,
     bench_artifacts,
-    build_documents,
-    pool_texts,
     windowed_body,
-    word_pool,
 )
 from vllm_factory.testing.gliner2.references import (
     CASES,
@@ -148,18 +143,13 @@ def check_plugin(answer: dict) -> None:
         raise ValueError(f"plugin: not the extraction of the bench schema: {str(answer)[:300]}")
 
 
-class GLiNER2BenchSpec(PackageBenchSpec):
-    """The spec of the GLiNER2 package whose ``benchmarks/bench_spec.py`` is ``spec_file``."""
+class GLiNER2BenchSpec(TextBenchSpec):
+    """The spec of the GLiNER2 package whose ``benchmarks/bench_spec.py`` is ``spec_file``
+    (``--workload long``: documents read in ``extract_long``'s windows)."""
 
     reference_library = "gliner2"
     reference_kit = GLiNER2Reference
     reference_env = staticmethod(gliner2_env)
-    workloads = ("texts", LONG)
-    """``texts`` (the default): one text per request in the run's length mix; ``long``:
-    documents read in windows."""
-    workload = ""
-    _config: BenchConfig | None = None
-    _documents: Corpus | None = None
 
     def word_texts(self) -> list[str]:
         return [case["text"] for case in json.loads(CASES.read_text(encoding="utf-8"))]
@@ -169,7 +159,7 @@ class GLiNER2BenchSpec(PackageBenchSpec):
                 "--threshold", str(THRESHOLD)]  # fmt: skip
 
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
-        self.workload, self._config = config.workload, config
+        self.use_config(config)
         if config.checkpoint:
             return Path(config.checkpoint)
 
@@ -199,24 +189,15 @@ class GLiNER2BenchSpec(PackageBenchSpec):
         target = cached_artifact(f"checkpoint-bench-seed{SEED}", inputs, build, root=root)
         return target / "checkpoint"
 
-    def corpus(self, config: BenchConfig, checkpoint: Path) -> Corpus | None:
-        """``--workload long``: documents of ``config.documents`` words, each with its windows'
-        text tokens (``extract_long``'s windows); else None (the run's mix)."""
-        if config.workload != LONG:
-            return None
-        if self._documents is None:
-            self._documents = build_documents(
-                config.documents or LONG_DOCUMENTS, config.corpus_size, config.seed,
-                word_pool(self.word_texts()), _window_tokens(checkpoint),
-            )  # fmt: skip
-        return self._documents
+    def window_tokens(self, checkpoint: Path) -> Callable[[str], list[int]]:
+        return _window_tokens(checkpoint)
 
     def calibration_texts(self) -> list[str]:
         """Texts made as the bench makes its own (seeded sentences of case and docstring
         words), of the bench's lengths: 6 short (~12-32 text tokens), 6 of ~128 and 4 of
         ~512."""
         lengths = (6, 8, 10, 12, 14, 16, 70, 70, 70, 70, 70, 70, 270, 270, 270, 270)
-        return pool_texts(self.word_texts(), lengths, random.Random(SEED + 1))
+        return self.seeded_texts(lengths, random.Random(SEED + 1))
 
     def checkpoint_notes(self, checkpoint: Path) -> dict:
         """The calibration the checkpoint builder measured with gliner2 (``calibration.json``
