@@ -62,7 +62,13 @@ class GLiNERReference:
         "bi-encoder-bert": ["--bi-encoder", "--labels-encoder", "bert"],
     }
 
-    def __init__(self, module_file: str | Path, variant: str = "") -> None:
+    # A kind's own checkpoint builder, run with the package's as ``--builder`` (its checkpoints
+    # serve parity only: not calibrated); None: the package's builder alone.
+    KIND_BUILDER: ClassVar[Path | None] = None
+
+    def __init__(self, module_file: str | Path, variant: str | None = None) -> None:
+        """``variant``: one of :attr:`VARIANTS` (default: the first)."""
+        variant = next(iter(self.VARIANTS)) if variant is None else variant
         if variant not in self.VARIANTS:
             raise ValueError(f"unknown GLiNER checkpoint variant {variant!r}")
         self.folder = Path(module_file).resolve().parent
@@ -90,7 +96,11 @@ class GLiNERReference:
 
     def _builder(self, calibrate: Sequence[object]) -> list[object]:
         """The checkpoint builder's script and its own leading arguments."""
-        return [self.builder]
+        if self.KIND_BUILDER is None:
+            return [self.builder]
+        if calibrate:
+            raise ValueError(f"{self.variant} reference checkpoints are not calibrated")
+        return [self.KIND_BUILDER, "--builder", self.builder]
 
     def _build(self, target: Path) -> None:
         checkpoint = self.build_checkpoint(target / "checkpoint")
@@ -131,14 +141,7 @@ class GLiNERTokenReference(GLiNERReference):
     VARIANTS: ClassVar[dict[str, list[str]]] = {"token-level": []}
     ENCODE = TOKEN_ENCODE
     EXTRA_INPUTS = (TOKEN_BUILDER, TOKEN_ENCODE)
-
-    def __init__(self, module_file: str | Path, variant: str = "token-level") -> None:
-        super().__init__(module_file, variant)
-
-    def _builder(self, calibrate: Sequence[object]) -> list[object]:
-        if calibrate:
-            raise ValueError("token-level reference checkpoints are not calibrated")
-        return [TOKEN_BUILDER, "--builder", self.builder]
+    KIND_BUILDER = TOKEN_BUILDER
 
 
 RELEX_BUILDER = SCRIPTS / "gliner_relex_checkpoint.py"
@@ -155,11 +158,4 @@ class GLiNERRelexReference(GLiNERReference):
     VARIANTS: ClassVar[dict[str, list[str]]] = {"relex": []}
     ENCODE = RELEX_ENCODE
     EXTRA_INPUTS = (TOKEN_BUILDER, TOKEN_ENCODE, RELEX_BUILDER, RELEX_ENCODE)  # they import both
-
-    def __init__(self, module_file: str | Path, variant: str = "relex") -> None:
-        super().__init__(module_file, variant)
-
-    def _builder(self, calibrate: Sequence[object]) -> list[object]:
-        if calibrate:
-            raise ValueError("relex reference checkpoints are not calibrated for benches")
-        return [RELEX_BUILDER, "--builder", self.builder]
+    KIND_BUILDER = RELEX_BUILDER
