@@ -72,26 +72,21 @@ class SchemaPlan:
 
 
 def _name(value: Any, path: str, noun: str = "name") -> str:
-    if not isinstance(value, str):
-        raise SchemaError(path, f"{noun} must be a string")
-    if not value.strip():
+    """A non-blank :func:`_text` of at most ``MAX_NAME_CHARS``; errors name the ``noun``."""
+    if isinstance(value, str) and not value.strip():
         raise SchemaError(path, f"{noun} must not be empty")
-    if len(value) > MAX_NAME_CHARS:
-        raise SchemaError(path, f"{noun} must be at most {MAX_NAME_CHARS} characters")
-    for marker in MARKERS:
-        if marker in value:
-            raise SchemaError(path, f"{noun} must not contain {marker!r}")
-    return value
+    return _text(value, path, MAX_NAME_CHARS, f"{noun} ")
 
 
-def _text(value: Any, path: str) -> str:
+def _text(value: Any, path: str, limit: int = MAX_DESCRIPTION_CHARS, subject: str = "") -> str:
+    """``value`` when it is a string of at most ``limit`` characters without a prompt marker."""
     if not isinstance(value, str):
-        raise SchemaError(path, "must be a string")
-    if len(value) > MAX_DESCRIPTION_CHARS:
-        raise SchemaError(path, f"must be at most {MAX_DESCRIPTION_CHARS} characters")
+        raise SchemaError(path, f"{subject}must be a string")
+    if len(value) > limit:
+        raise SchemaError(path, f"{subject}must be at most {limit} characters")
     for marker in MARKERS:
         if marker in value:
-            raise SchemaError(path, f"must not contain {marker!r}")
+            raise SchemaError(path, f"{subject}must not contain {marker!r}")
     return value
 
 
