@@ -1,4 +1,5 @@
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -286,6 +287,32 @@ def prompt(num_labels: int, counts: tuple[int, ...], seed: int) -> tuple[torch.T
     return ids_t, {LAYOUT_KEY: {prompt_key(ids_t): WordLayout(first, counts).to_wire()}}
 
 
+def scored_as_alone(
+    model: GLiNERSpanHead,
+    shapes: list[tuple[int, tuple[int, ...]]],
+    dummy_at: int,
+    shape: Callable[[int, int], tuple[int, ...]],
+) -> tuple[list[tuple[torch.Tensor, dict]], list[torch.Tensor], list[torch.Tensor]]:
+    """The :func:`prompt` of each of ``shapes`` (labels, word counts) and an unscored all-zero
+    dummy at ``dummy_at``, scored in one step by ``model``: asserts that each result equals its
+    prompt scored alone and is ``shape(labels, words)`` (the dummy's ``shape(0, 0)``); returns
+    (prompts, hidden states, results), the last two in the step's order."""
+    prompts = [prompt(labels, counts, seed) for seed, (labels, counts) in enumerate(shapes)]
+    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
+    dummy = PoolerRequest(token_ids=torch.zeros(5, dtype=torch.long), extra={})
+    requests.insert(dummy_at, dummy)
+    torch.manual_seed(1)
+    hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
+    together = model(hidden, requests)
+    assert together[dummy_at].shape == shape(0, 0)
+    scored = [i for i in range(len(requests)) if i != dummy_at]
+    for i, (labels, counts) in zip(scored, shapes, strict=True):
+        (alone,) = model([hidden[i]], [requests[i]])
+        assert together[i].shape == alone.shape == shape(labels, len(counts))
+        torch.testing.assert_close(together[i], alone, rtol=0, atol=1e-6)
+    return prompts, hidden, together
+
+
 @pytest.mark.parametrize(
     "changes",
     [{}, {"subtoken_pooling": "mean"}, {"subtoken_pooling": "max"}, {"num_rnn_layers": 2},
@@ -295,25 +322,13 @@ def test_a_batched_step_scores_every_prompt_as_it_alone(changes):
     """Prompts of different word counts (some with truncated words) and label counts, with an
     unscored dummy prompt among them, scored together: each result equals that prompt scored
     alone, in the step's order."""
-    model = head(**changes)
     shapes = [
         (2, (1, 2, 1)),
         (3, (2, 1, 1, 3, 0, 1, 1)),
         (1, (1,)),
         (2, (1, 0, 2, 1, 1)),
     ]
-    prompts = [prompt(labels, counts, seed) for seed, (labels, counts) in enumerate(shapes)]
-    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
-    requests.insert(2, PoolerRequest(token_ids=torch.zeros(5, dtype=torch.long), extra={}))
-    torch.manual_seed(1)
-    hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
-    together = model(hidden, requests)
-    assert together[2].shape == (0, 3, 0)
-    for i in (0, 1, 3, 4):
-        (alone,) = model([hidden[i]], [requests[i]])
-        labels, counts = shapes[i if i < 2 else i - 1]
-        assert together[i].shape == alone.shape == (len(counts), 3, labels)
-        torch.testing.assert_close(together[i], alone, rtol=0, atol=1e-6)
+    scored_as_alone(head(**changes), shapes, 2, lambda labels, words: (words, 3, labels))
 
 
 def test_prompts_without_a_usable_layout_get_empty_scores_never_an_error():

@@ -9,8 +9,7 @@ import pytest
 import torch
 from test_decoding import plain_greedy
 from test_head import SETTINGS as TINY
-from test_head import prompt
-from vllm_factory.core.pooler import PoolerRequest
+from test_head import scored_as_alone
 from vllm_factory.heads.gliner.decoding import TooManyCandidates
 from vllm_factory.heads.gliner.head import GLiNERSpanHead
 from vllm_factory.heads.gliner.prompts import WordLayout
@@ -162,17 +161,9 @@ def test_head_scores_each_prompts_words_against_its_own_label_tokens():
     assert "scorer.out_mlp.3.weight" in names and "scorer.proj_label.bias" in names
     assert not any(n.startswith(("prompt_rep_layer", "span_rep_layer")) for n in names)
     shapes = [(2, (1, 2, 1)), (3, (2, 1, 1, 3, 0, 1)), (1, (1,))]
-    prompts = [prompt(labels, counts, seed) for seed, (labels, counts) in enumerate(shapes)]
-    requests = [PoolerRequest(token_ids=ids, extra=extra) for ids, extra in prompts]
-    requests.insert(1, PoolerRequest(token_ids=torch.zeros(5, dtype=torch.long), extra={}))
-    torch.manual_seed(1)
-    hidden = [torch.randn(len(r.token_ids), 12) for r in requests]
-    together = model(hidden, requests)
-    assert together[1].shape == (0, 0, 3)
-    for i, (labels, counts) in zip((0, 2, 3), shapes):
-        (alone,) = model([hidden[i]], [requests[i]])
-        assert together[i].shape == alone.shape == (len(counts), labels, 3)
-        torch.testing.assert_close(together[i], alone, rtol=0, atol=1e-6)
+    prompts, hidden, together = scored_as_alone(
+        model, shapes, 1, lambda labels, words: (words, labels, 3)
+    )
     # by hand for the first prompt
     ids, _ = prompts[0]
     layout = WordLayout(6, (1, 2, 1))
