@@ -3,25 +3,20 @@
 the library's own read back from ``gliner2_config.json``. No vLLM."""
 
 import json
-from pathlib import Path
 
 import pytest
 from vllm_factory.core.checkpoint import CheckpointFiles
 from vllm_factory.heads.gliner.prep import PrepError, main, preparers
 from vllm_factory.models.gliner2.prep import GLINER2
 from vllm_factory.models.gliner2.settings import read_settings
-from vllm_factory.testing.gliner2.fixtures import library_layout
+from vllm_factory.testing.gliner2.fixtures import library_fixture, prepared_config
 
 LIBRARY_CONFIG = {"model_type": "extractor", "model_name": "x", "max_width": 6,
                   "counting_layer": "count_lstm", "token_pooling": "first"}  # fmt: skip
 ENCODER_CONFIG = {"model_type": "deberta-v2", "hidden_size": 32, "vocab_size": 100,
                   "_name_or_path": "/somewhere", "architectures": ["DebertaV2Model"]}  # fmt: skip
-
-
-@pytest.fixture
-def library_dir(tmp_path: Path) -> Path:
-    """A GLiNER2 directory as ``GLiNER2.save_pretrained`` lays it out."""
-    return library_layout(tmp_path / "gliner2", LIBRARY_CONFIG, ENCODER_CONFIG)
+# A GLiNER2 directory as ``GLiNER2.save_pretrained`` lays it out.
+library_dir = library_fixture(LIBRARY_CONFIG, ENCODER_CONFIG)
 
 
 def test_the_preparer_is_installed_and_recognizes_gliner2_directories(library_dir, tmp_path):
@@ -34,8 +29,7 @@ def test_the_preparer_is_installed_and_recognizes_gliner2_directories(library_di
 
 def test_prep_writes_a_directory_served_without_flags(library_dir, tmp_path):
     out = tmp_path / "served"
-    assert main(["--model", str(library_dir), "--output", str(out)]) == 0
-    served = json.loads((out / "config.json").read_text())
+    served = prepared_config(library_dir, out)
     assert served["architectures"] == ["DebertaGLiNER2ForExtraction"]
     assert served["io_processor_plugin"] == "deberta_gliner2_io"
     assert served["model_type"] == "deberta-v2" and "_name_or_path" not in served

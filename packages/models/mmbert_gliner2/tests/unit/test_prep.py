@@ -3,24 +3,18 @@
 declaring the encoder's ``model_type``) and by ``vllm-factory-prep``. No vLLM."""
 
 import json
-from pathlib import Path
 
 import pytest
-from vllm_factory.heads.gliner.prep import main
 from vllm_factory.models.gliner2.config_format import served_config
-from vllm_factory.testing.gliner2.fixtures import library_layout
+from vllm_factory.testing.gliner2.fixtures import library_fixture, prepared_config
 
 LIBRARY_CONFIG = {"model_type": "extractor", "model_name": "jhu-clsp/mmBERT-base",
                   "architecture": "span", "span_head": {"max_width": 8, "span_mode": "markerV0"},
                   "counting_layer": "count_lstm", "token_pooling": "first"}  # fmt: skip
 ENCODER_CONFIG = {"model_type": "modernbert", "hidden_size": 64, "vocab_size": 100,
                   "_name_or_path": "/somewhere", "architectures": ["ModernBertModel"]}  # fmt: skip
-
-
-@pytest.fixture
-def library_dir(tmp_path: Path) -> Path:
-    """A GLiNER2 directory as ``GLiNER2.save_pretrained`` lays it out, ModernBERT encoder."""
-    return library_layout(tmp_path / "gliner2", LIBRARY_CONFIG, ENCODER_CONFIG)
+# A GLiNER2 directory as ``GLiNER2.save_pretrained`` lays it out, ModernBERT encoder.
+library_dir = library_fixture(LIBRARY_CONFIG, ENCODER_CONFIG)
 
 
 def test_config_format_serves_modernbert_encoders_with_this_package(library_dir):
@@ -38,8 +32,7 @@ def test_deberta_encoders_stay_with_vllm_factory_gliner2(library_dir):
 
 def test_prep_writes_a_directory_served_without_flags(library_dir, tmp_path):
     out = tmp_path / "served"
-    assert main(["--model", str(library_dir), "--output", str(out)]) == 0
-    served = json.loads((out / "config.json").read_text())
+    served = prepared_config(library_dir, out)
     assert served["architectures"] == ["MmBertGLiNER2ForExtraction"]
     assert served["io_processor_plugin"] == "mmbert_gliner2_io"
     assert json.loads((out / "gliner2_config.json").read_text()) == LIBRARY_CONFIG

@@ -88,3 +88,23 @@ def library_layout(root: Path, config: dict, encoder_config: dict) -> Path:
     (root / "tokenizer.json").write_text("{}")
     (root / "tokenizer_config.json").write_text("{}")
     return root
+
+
+def library_fixture(config: dict, encoder_config: dict) -> Callable:
+    """A test module's fixture ``library_dir``: :func:`library_layout` of ``config`` and
+    ``encoder_config`` under the test's ``tmp_path``."""
+
+    @pytest.fixture
+    def library_dir(tmp_path: Path) -> Path:
+        return library_layout(tmp_path / "gliner2", config, encoder_config)
+
+    return library_dir
+
+
+def prepared_config(library_dir: Path, out: Path) -> dict:
+    """``vllm-factory-prep --model library_dir --output out`` (asserted to succeed, no other
+    flag): the served ``config.json`` it wrote."""
+    from vllm_factory.heads.gliner.prep import main
+
+    assert main(["--model", str(library_dir), "--output", str(out)]) == 0
+    return json.loads((out / "config.json").read_text())
