@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import AfterValidator, ValidationError
@@ -44,6 +45,27 @@ def check_at_least_one(value: int) -> int:
 
 # A request field counting something (``top_k``): an int of at least 1.
 AtLeastOne = Annotated[int, AfterValidator(check_at_least_one)]
+
+
+def in_range(low: int, high: int | None, message: str) -> AfterValidator:
+    """The validator of an optional int field, ``Annotated[int | None, in_range(...)]``: the
+    value when it is None or from ``low`` to ``high`` (None: no upper bound); else
+    ``ValueError(message)``, the 400's text."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and (value < low or (high is not None and value > high)):
+            raise ValueError(message)
+        return value
+
+    return AfterValidator(check)
+
+
+def as_list(value: str | Sequence[str] | None) -> list[str]:
+    """A field given as one string or a list of them (or left out) as a list."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import PrivateAttr, field_validator
+from vllm_factory.core.request import as_list
 from vllm_factory.heads.colbert.request import VectorsRequest
 from vllm_factory.heads.colbert.vectors import embed_dtype_problem
 
@@ -85,17 +86,9 @@ class ColPaliRequest(VectorsRequest):
     @property
     def image_sources(self) -> list[str]:
         """The images this request sends to the model, in order."""
-        if self.is_scoring:
-            return list(self.images or [])
-        if self.image is None:
-            return []
-        return [self.image] if isinstance(self.image, str) else list(self.image)
+        return as_list(self.images if self.is_scoring else self.image)
 
     @property
     def texts(self) -> list[str]:
         """The texts to encode (encoding form), or the text documents (scoring form)."""
-        if self.is_scoring:
-            return list(self.documents or [])
-        if self.text is None:
-            return []
-        return [self.text] if isinstance(self.text, str) else list(self.text)
+        return as_list(self.documents if self.is_scoring else self.text)

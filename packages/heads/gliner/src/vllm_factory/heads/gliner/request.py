@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
-from vllm_factory.core.request import check_probability, check_texts
+from vllm_factory.core.request import as_list, check_probability, check_texts, in_range
 
 MAX_TEXTS_PER_REQUEST = 256
 MAX_CHARS_PER_TEXT = 100_000
@@ -109,38 +109,26 @@ class GLiNERRequest(BaseModel):
     return_scores: bool = False
     input_spans: list[list[CharSpan] | None] | None = None
     return_class_probs: bool = False
-    max_len: int | None = None
+    max_len: Annotated[
+        int | None,
+        in_range(1, MAX_WORDS_PER_TEXT, f"must be between 1 and {MAX_WORDS_PER_TEXT} words"),
+    ] = None
     candidates: list[LinkCandidate] | None = None
     template: str = "{label}"
-    max_labels: int | None = None
+    max_labels: Annotated[
+        int | None,
+        in_range(1, UNI_ENCODER_MAX_LABELS, f"must be between 1 and {UNI_ENCODER_MAX_LABELS}"),
+    ] = None
     candidate_labels: list[str] | None = None
     long_text: Literal["window", "truncate", "error"] | None = None
-    window_overlap: int | None = None
+    window_overlap: Annotated[
+        int | None,
+        in_range(0, MAX_WORDS_PER_TEXT // 2, "must be between 0 and max_len // 2 words"),
+    ] = None
     return_windows: bool = False
     relations: list[str] | None = None
     relation_threshold: float | None = None
     adjacency_threshold: float | None = None
-
-    @field_validator("max_len")
-    @classmethod
-    def _check_max_len(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= MAX_WORDS_PER_TEXT:
-            raise ValueError(f"must be between 1 and {MAX_WORDS_PER_TEXT} words")
-        return value
-
-    @field_validator("window_overlap")
-    @classmethod
-    def _check_window_overlap(cls, value: int | None) -> int | None:
-        if value is not None and not 0 <= value <= MAX_WORDS_PER_TEXT // 2:
-            raise ValueError("must be between 0 and max_len // 2 words")
-        return value
-
-    @field_validator("max_labels")
-    @classmethod
-    def _check_max_labels(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= UNI_ENCODER_MAX_LABELS:
-            raise ValueError(f"must be between 1 and {UNI_ENCODER_MAX_LABELS}")
-        return value
 
     @field_validator("candidates")
     @classmethod
@@ -239,4 +227,4 @@ class GLiNERRequest(BaseModel):
 
     @property
     def texts(self) -> list[str]:
-        return [self.text] if isinstance(self.text, str) else list(self.text)
+        return as_list(self.text)

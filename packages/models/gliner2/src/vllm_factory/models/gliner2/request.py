@@ -18,10 +18,10 @@ bool}``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
-from vllm_factory.core.request import check_probability, check_texts
+from vllm_factory.core.request import as_list, check_probability, check_texts, in_range
 from vllm_factory.models.gliner2.schema import (
     SchemaError,
     SchemaPlan,
@@ -50,13 +50,16 @@ class GLiNER2Request(BaseModel):
     threshold: float = 0.5
     include_confidence: bool = False
     include_spans: bool = False
-    max_len: int | None = None
+    max_len: Annotated[int | None, in_range(1, None, "must be a positive number of words")] = None
     return_scores: bool = False
     # vLLM Factory 0.2's GLiNER2 clients name the extraction runtime; "classic" (the library's
     # one pass over schema and text) is the one this server runs.
     runtime: Literal["classic"] = "classic"
     long_text: Literal["window", "truncate", "error"] | None = None
-    chunk_size: int | None = None
+    chunk_size: Annotated[
+        int | None,
+        in_range(1, MAX_CHUNK_WORDS, f"must be a number of words from 1 to {MAX_CHUNK_WORDS}"),
+    ] = None
     chunk_overlap: int | None = None
     return_windows: bool = False
 
@@ -69,20 +72,6 @@ class GLiNER2Request(BaseModel):
     @classmethod
     def _check_threshold(cls, value: float) -> float:
         return check_probability(value)
-
-    @field_validator("max_len")
-    @classmethod
-    def _check_max_len(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError("must be a positive number of words")
-        return value
-
-    @field_validator("chunk_size")
-    @classmethod
-    def _check_chunk_size(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= MAX_CHUNK_WORDS:
-            raise ValueError(f"must be a number of words from 1 to {MAX_CHUNK_WORDS}")
-        return value
 
     @field_validator("chunk_overlap")
     @classmethod
@@ -103,7 +92,7 @@ class GLiNER2Request(BaseModel):
 
     @property
     def texts(self) -> list[str]:
-        return [self.text] if isinstance(self.text, str) else list(self.text)
+        return as_list(self.text)
 
     def plan(self) -> SchemaPlan:
         """The schema plan; ``SchemaError`` (a ValueError naming the field) when it is bad."""
