@@ -187,18 +187,10 @@ def run_startup_passes(
         kwargs["config_format"] = config_format
     llm = LLM(**kwargs)
     (raw,) = llm.collective_rpc(_worker_passes, args=(list(extra_sizes),))
-    passes = [PoolerPass(**p) for p in raw["passes"]]
+    report = report_from_json({**raw, "model": model})
     ids = request_token_ids or [1, 5, 6, 7, 2]
-    passes += _raw_requests(llm, raw["tasks"], ids)
-    return StartupReport(
-        model=model,
-        device=raw["device"],
-        max_num_tokens=raw["max_num_tokens"],
-        max_num_seqs=raw["max_num_seqs"],
-        tasks=raw["tasks"],
-        passes=passes,
-        model_only_sizes=raw["model_only_sizes"],
-    )
+    report.passes += _raw_requests(llm, report.tasks, ids)
+    return report
 
 
 def report_from_json(data: dict[str, Any]) -> StartupReport:
