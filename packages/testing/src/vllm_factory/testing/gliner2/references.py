@@ -25,6 +25,19 @@ KIT = Path(__file__).resolve().parent
 CASES = KIT / "cases.json"
 REQUIREMENTS = KIT / "requirements-gliner2.txt"
 ENCODE = SCRIPTS / "gliner2_encode.py"
+ADAPTER = SCRIPTS / "gliner2_adapter.py"
+# The LoRA adapters of the LoRA suite (``scripts/gliner2_adapter.py`` arguments), made with
+# gliner2's own API on the package's tiny checkpoint: two on the encoder (every projection at
+# rank 4; query and value only at rank 8, so that the server pads ranks), and one that also
+# targets the classification head, which the server refuses (its heads are not vLLM layers).
+ADAPTERS: dict[str, list[str | int]] = {
+    "lora-a": ["--seed", 1, "--rank", 4, "--alpha", 8, "--targets", "encoder"],
+    "lora-b": ["--seed", 2, "--rank", 8, "--alpha", 16, "--targets", "encoder.query",
+               "encoder.value"],
+    "lora-heads": ["--seed", 3, "--rank", 4, "--alpha", 8, "--targets", "encoder",
+                   "classification_head"],
+}  # fmt: skip
+ENCODED_ADAPTERS = ("lora-a", "lora-b")
 KIT_INPUTS = [REQUIREMENTS, CASES, ENCODE, SCRIPTS / "gliner2_checkpoint.py",
               SCRIPTS / "deberta_checkpoint.py", SCRIPTS / "tiny_checkpoint.py"]  # fmt: skip
 
@@ -84,6 +97,31 @@ class GLiNER2Reference:
         ref-results-fp64.json + ref-scores-fp64.npz (its float64 run: how far float32 rounding
         alone moves this checkpoint's scores)."""
         return cached_artifact(self.name, [self.builder, *KIT_INPUTS], self._build)
+
+    def _build_adapters(self, target: Path) -> None:
+        checkpoint = self.reference_dir() / "checkpoint"
+        env = gliner2_env().ensure()
+        for name, arguments in ADAPTERS.items():
+            env.run(ADAPTER, "--checkpoint", checkpoint, "--out", target / name, *arguments)
+        for name in ENCODED_ADAPTERS:
+            for suffix, dtype in (("", "float32"), ("-fp64", "float64")):
+                env.run(
+                    ENCODE, "--checkpoint", checkpoint, "--cases", CASES,
+                    "--adapter", target / name, "--dtype", dtype,
+                    "--out-results", target / f"{name}-results{suffix}.json",
+                    "--out-scores", target / f"{name}-scores{suffix}.npz",
+                )  # fmt: skip
+
+    def adapters_dir(self) -> Path:
+        """``<artifacts>/<package>-reference-<hash>-lora-<hash>/``: one folder per adapter of
+        :data:`ADAPTERS` (PEFT's layout, as gliner2 saves it) on :meth:`reference_dir`'s
+        checkpoint, and for each of :data:`ENCODED_ADAPTERS` gliner2's runs of the cases with
+        ``load_adapter`` (``<name>-results.json`` + ``<name>-scores.npz`` in float32,
+        ``-fp64`` in float64), in :meth:`reference_dir`'s format."""
+        base = self.reference_dir()
+        return cached_artifact(
+            f"{base.name}-lora", [ADAPTER, ENCODE, KIT / "references.py"], self._build_adapters
+        )
 
     def exports(self):
         """``CASES, gliner2_env, build_checkpoint, reference_dir`` for the package module."""

@@ -1,8 +1,9 @@
 """Reference outputs of the gliner2 library for the GLiNER2 cases (runs in the gliner2 venv).
 
     python gliner2_encode.py --checkpoint DIR --cases cases.json --out-results ref.json \
-        --out-scores ref.npz [--dtype float32|bfloat16]
+        --out-scores ref.npz [--dtype float32|bfloat16] [--adapter ADAPTER_DIR]
 
+``--adapter``: the model with ``load_adapter(ADAPTER_DIR)`` (a LoRA adapter, before the cast).
 Every case is run the way a user calls the library (one text per call, CPU):
 ``request["schema"]`` in ``Schema.from_dict`` form -> ``model.extract(text,
 Schema.from_dict(schema), ...)``; in ``Schema().build()`` form (it has the builder's keys,
@@ -136,11 +137,14 @@ def main() -> None:
     ap.add_argument("--out-results", required=True, type=Path)
     ap.add_argument("--out-scores", required=True, type=Path)
     ap.add_argument("--dtype", choices=("float32", "bfloat16", "float64"), default="float32")
+    ap.add_argument("--adapter", type=Path)
     args = ap.parse_args()
     from gliner2 import GLiNER2
 
     torch.manual_seed(0)
     model = GLiNER2.from_pretrained(str(args.checkpoint)).eval()
+    if args.adapter is not None:
+        model.load_adapter(str(args.adapter))
     if args.dtype != "float32":  # float64: the fp32 noise floor of the checkpoint
         model = model.to(getattr(torch, args.dtype))
     # The CPU path (per-sample decoding); the library's sync-collapsed decode is CUDA/MPS-only.
@@ -175,7 +179,7 @@ def main() -> None:
                     "text_tokens": list(batch.text_tokens[0]),
                     "num_text_tokens": len(batch.text_tokens[0]),
                     "num_words": len(batch.start_mappings[0])}  # fmt: skip
-    out["_meta"] = {"dtype": args.dtype,
+    out["_meta"] = {"dtype": args.dtype, "adapter": args.adapter is not None,
                     "versions": {p: version(p) for p in ("gliner2", "torch", "transformers")},
                     "result_types": sorted(types)}  # fmt: skip
     np.savez(args.out_scores, **arrays)

@@ -161,6 +161,42 @@ class Embeddings(nn.Module):
         return self.LayerNorm(x)
 
 
+def projected_relative_scores(x: torch.Tensor, proj: nn.Module, rel: torch.Tensor) -> torch.Tensor:
+    """``relative_scores(x, proj(rel))``: ``x`` [T, H, D] tokens, ``rel`` [2S, hidden] the
+    relative embeddings, ``proj`` the layer that projects them (the token's own key / query
+    projection when the model shares them).
+
+    Under vLLM's LoRA (``proj`` wrapped by one of its LoRA layers: ``lora_a_stacked`` /
+    ``lora_b_stacked`` per adapter slot, the batch's slot per token on ``punica_wrapper``), the
+    relative rows are projected per token by that token's adapter, as the library's LoRA model
+    does for a single adapter. They are not tokens, so the wrapper's own forward (which maps
+    rows to tokens) cannot project them: the base layer projects them once and the adapters'
+    part is added per token through the rank-space factors, for every slot at once (no
+    data-dependent branch), ``x_t . (B_s A_s rel_r)`` = ``(x_t B_s) . (A_s rel_r)`` summed over
+    the rank, with ``s`` the token's slot (none: no term).
+    """
+
+    def heads(t: torch.Tensor) -> torch.Tensor:
+        return t.view(t.shape[0], -1, x.shape[-1])
+
+    lora_a = getattr(proj, "lora_a_stacked", None)
+    if lora_a is None:
+        return relative_scores(x, heads(proj(rel)[0]))
+    scores = relative_scores(x, heads(proj.base_layer(rel)[0]))
+    a = lora_a[0][:, 0].to(x.dtype)  # [slots, rank, hidden] (vLLM folds the scaling into B)
+    b = proj.lora_b_stacked[0][:, 0].to(x.dtype)  # [slots, H * D, rank]
+    slots, rank = a.shape[0], a.shape[1]
+    tokens = x.shape[0]
+    index = proj.punica_wrapper.token_lora_indices[:tokens]
+    if index.shape[0] < tokens:  # padding rows (CUDA graphs) belong to no adapter
+        index = F.pad(index, (0, tokens - index.shape[0]), value=-1)
+    chosen = index.unsqueeze(1) == torch.arange(slots, device=x.device)  # [T, slots]
+    rel_rank = torch.einsum("ri,ski->rsk", rel.to(x.dtype), a).reshape(rel.shape[0], -1)
+    x_rank = torch.einsum("thd,shdk->thsk", x, b.view(slots, x.shape[1], x.shape[2], rank))
+    x_rank = (x_rank * chosen[:, None, :, None].to(x.dtype)).reshape(tokens, x.shape[1], -1)
+    return scores + torch.einsum("thm,rm->htr", x_rank, rel_rank)
+
+
 class SelfAttention(nn.Module):
     """Q/K/V (and optional separate position) projections; weights named as in HF."""
 
@@ -209,10 +245,10 @@ class SelfAttention(nn.Module):
         c2p = p2c = None  # [H, T, 2 * span]: computed here, inside the compiled piece
         if self.c2p:
             proj = self.key_proj if self.share_att_key else self.pos_key_proj
-            c2p = relative_scores(q, heads(proj(rel_embeddings)[0]))
+            c2p = projected_relative_scores(q, proj, rel_embeddings)
         if self.p2c:
             proj = self.query_proj if self.share_att_key else self.pos_query_proj
-            p2c = relative_scores(k, heads(proj(rel_embeddings)[0]))
+            p2c = projected_relative_scores(k, proj, rel_embeddings)
         out = torch.empty_like(q)
         if rows is not None:
             torch.ops.vllm_factory.deberta_attention_rows(

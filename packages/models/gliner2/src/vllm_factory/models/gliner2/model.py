@@ -12,13 +12,15 @@ subclasses :class:`GLiNER2Model` and gives :meth:`~GLiNER2Model.build_encoder` (
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
+from vllm.model_executor.models.utils import WeightsMapper
 from vllm_factory.backbones.deberta import DebertaV2Encoder
 from vllm_factory.core.adapter import VllmPoolerAdapter
 from vllm_factory.core.compat import default_pooling_type
+from vllm_factory.core.lora import FactoryLoRA
 from vllm_factory.core.model import FactoryModel
 from vllm_factory.models.gliner2.head import GLiNER2Head
 from vllm_factory.models.gliner2.settings import read_settings
@@ -64,7 +66,15 @@ class GLiNER2Model(FactoryModel):
         return loaded
 
 
-class DebertaGLiNER2(GLiNER2Model):
+class DebertaGLiNER2(GLiNER2Model, FactoryLoRA):
+    """vLLM's LoRA (``--enable-lora``) wraps the encoder's parallel linear layers; gliner2's
+    adapters (PEFT's layout) name them as the library's state dict does, under ``encoder.``,
+    which the mapper turns into this model's ``model.``. The heads are plain torch layers that
+    vLLM's LoRA does not wrap: an adapter that targets them is refused when it loads."""
+
+    packed_modules_mapping: ClassVar[dict[str, list[str]]] = {}
+    hf_to_vllm_mapper = WeightsMapper(orig_to_new_prefix={ENCODER_PREFIX: "model."})
+
     def build_encoder(self, hf_config: Any, prefix: str) -> nn.Module:
         return DebertaV2Encoder(hf_config, prefix=prefix)
 
