@@ -30,14 +30,17 @@ ADAPTER = SCRIPTS / "gliner2_adapter.py"
 # gliner2's own API on the package's tiny checkpoint: two on the encoder (every projection at
 # rank 4; query and value only at rank 8, so that the server pads ranks), and one that also
 # targets the classification head, which the server refuses (its heads are not vLLM layers).
+# ``lora-a`` is also saved in gliner2's legacy layout (``lora-a-legacy``), which the server
+# serves once ``vllm-factory-prep`` has converted it.
 ADAPTERS: dict[str, list[str | int]] = {
-    "lora-a": ["--seed", 1, "--rank", 4, "--alpha", 8, "--targets", "encoder"],
+    "lora-a": ["--seed", 1, "--rank", 4, "--alpha", 8, "--targets", "encoder",
+               "--legacy-out", "lora-a-legacy"],
     "lora-b": ["--seed", 2, "--rank", 8, "--alpha", 16, "--targets", "encoder.query",
                "encoder.value"],
     "lora-heads": ["--seed", 3, "--rank", 4, "--alpha", 8, "--targets", "encoder",
                    "classification_head"],
 }  # fmt: skip
-ENCODED_ADAPTERS = ("lora-a", "lora-b")
+ENCODED_ADAPTERS = ("lora-a", "lora-b", "lora-a-legacy")
 KIT_INPUTS = [REQUIREMENTS, CASES, ENCODE, SCRIPTS / "gliner2_checkpoint.py",
               SCRIPTS / "deberta_checkpoint.py", SCRIPTS / "tiny_checkpoint.py"]  # fmt: skip
 
@@ -102,6 +105,7 @@ class GLiNER2Reference:
         checkpoint = self.reference_dir() / "checkpoint"
         env = gliner2_env().ensure()
         for name, arguments in ADAPTERS.items():
+            arguments = [target / a if a == f"{name}-legacy" else a for a in arguments]
             env.run(ADAPTER, "--checkpoint", checkpoint, "--out", target / name, *arguments)
         for name in ENCODED_ADAPTERS:
             for suffix, dtype in (("", "float32"), ("-fp64", "float64")):
@@ -114,8 +118,8 @@ class GLiNER2Reference:
 
     def adapters_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>-lora-<hash>/``: one folder per adapter of
-        :data:`ADAPTERS` (PEFT's layout, as gliner2 saves it) on :meth:`reference_dir`'s
-        checkpoint, and for each of :data:`ENCODED_ADAPTERS` gliner2's runs of the cases with
+        :data:`ADAPTERS` (PEFT's layout, as gliner2 saves it; ``lora-a-legacy`` gliner2's
+        legacy layout) on :meth:`reference_dir`'s checkpoint, and for each of :data:`ENCODED_ADAPTERS` gliner2's runs of the cases with
         ``load_adapter`` (``<name>-results.json`` + ``<name>-scores.npz`` in float32,
         ``-fp64`` in float64), in :meth:`reference_dir`'s format."""
         base = self.reference_dir()

@@ -2,7 +2,7 @@
 gliner2 venv)::
 
     python gliner2_adapter.py --checkpoint DIR --out ADAPTER_DIR --seed 1 \
-        [--rank 4] [--alpha 8] [--targets encoder ...]
+        [--rank 4] [--alpha 8] [--targets encoder ...] [--legacy-out LEGACY_DIR]
 
 ``GLiNER2.from_pretrained(checkpoint).apply_lora(r, alpha, targets=...)`` (gliner2 2.1's LoRA
 entry point: PEFT's ``LoraConfig`` on the modules its target groups resolve to; ``encoder``:
@@ -12,9 +12,14 @@ leave the outputs unchanged), then ``save_pretrained(out)``: PEFT's layout,
 ``adapter_config.json`` + ``adapter_model.safetensors`` (names
 ``base_model.model.encoder.encoder.layer.N....lora_A.weight``), which ``load_adapter`` reads.
 
+``--legacy-out``: the same adapter also in gliner2's legacy layout, through the library's
+``gliner2.training.lora.save_lora_adapter`` (``adapter_weights.safetensors`` with
+``<module>.lora_A`` / ``.lora_B``, ``adapter_config.json`` without ``peft_type``), which
+``load_adapter`` also reads.
+
 Check before saving: the adapter moves the library's outputs (a LoRA that changed nothing
 would make every parity test of it vacuous); after saving, ``load_adapter(out)`` on a fresh
-model gives the same outputs as the model it was made on.
+model gives the same outputs as the model it was made on (each layout).
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ def moved(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def make_adapter(checkpoint: Path, out: Path, seed: int, rank: int, alpha: float,
-                 targets: list[str]) -> dict:  # fmt: skip
+                 targets: list[str], legacy_out: Path | None = None) -> dict:  # fmt: skip
     from gliner2 import GLiNER2
 
     model = GLiNER2.from_pretrained(str(checkpoint)).eval()
@@ -79,12 +84,19 @@ def make_adapter(checkpoint: Path, out: Path, seed: int, rank: int, alpha: float
     change = moved(base, adapted)
     assert change > 1e-3, f"the adapter moves the probe's outputs by only {change:.2e}"
     peft_model.save_pretrained(str(out))
+    saved = [out]
+    if legacy_out is not None:
+        from gliner2.training.lora import save_lora_adapter
 
-    fresh = GLiNER2.from_pretrained(str(checkpoint)).eval()
-    fresh.sync_collapsed_decode = False
-    fresh.load_adapter(str(out))
-    reloaded = moved(adapted, probe_scores(fresh))
-    assert reloaded < 1e-6, f"load_adapter({out}) differs from the saved model by {reloaded:.2e}"
+        save_lora_adapter(peft_model, legacy_out)
+        saved.append(legacy_out)
+
+    for folder in saved:
+        fresh = GLiNER2.from_pretrained(str(checkpoint)).eval()
+        fresh.sync_collapsed_decode = False
+        fresh.load_adapter(str(folder))
+        reloaded = moved(adapted, probe_scores(fresh))
+        assert reloaded < 1e-6, f"load_adapter({folder}) differs from the saved model: {reloaded}"
     return {"seed": seed, "rank": rank, "alpha": alpha, "targets": targets,
             "lora_layers": layers, "probe_max_change": change}  # fmt: skip
 
@@ -97,10 +109,11 @@ def main() -> None:
     ap.add_argument("--rank", type=int, default=4)
     ap.add_argument("--alpha", type=float, default=8.0)
     ap.add_argument("--targets", nargs="+", default=["encoder"])
+    ap.add_argument("--legacy-out", type=Path)
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     figures = make_adapter(args.checkpoint, args.out, args.seed, args.rank, args.alpha,
-                           args.targets)  # fmt: skip
+                           args.targets, args.legacy_out)  # fmt: skip
     print(json.dumps(figures))
 
 

@@ -7,6 +7,9 @@ OUT_DIR holds the library's files as they are, except ``config.json``: there, th
 ``--config-format gliner2`` serves (the encoder's, with our architecture and IOProcessor), so
 that no flag selects them; the library's own ``config.json`` moves to ``gliner2_config.json``,
 where the server reads its head settings.
+
+A gliner2 LoRA adapter in the library's legacy layout (``adapter_weights.safetensors``) is
+converted to PEFT's layout instead, which ``--lora-modules`` reads (:mod:`.adapters`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ import shutil
 from pathlib import Path
 
 from vllm_factory.heads.gliner.prep import PrepError, copy_with_progress
+from vllm_factory.models.gliner2.adapters import (
+    AdapterError,
+    convert_legacy_adapter,
+    is_legacy_adapter,
+)
 from vllm_factory.models.gliner2.config_format import served_config
 from vllm_factory.models.gliner2.settings import (
     CONFIG_FILE,
@@ -31,18 +39,21 @@ class GLiNER2Preparer:
     """What ``vllm-factory-prep`` calls for a GLiNER2 directory."""
 
     def recognizes(self, source: Path) -> bool:
-        return (source / CONFIG_FILE).is_file() and (source / ENCODER_CONFIG_FILE).is_file()
+        library = (source / CONFIG_FILE).is_file() and (source / ENCODER_CONFIG_FILE).is_file()
+        return library or is_legacy_adapter(source)
 
     def prepare(self, source: Path, out: Path, *, force: bool = False) -> Path:
+        if is_legacy_adapter(source):
+            self._check_output(source, out, force)
+            try:
+                return convert_legacy_adapter(source, out)
+            except AdapterError as error:
+                raise PrepError(f"{source}: {error}") from None
         try:
             served = served_config(str(source))
         except ValueError as error:
             raise PrepError(str(error)) from None
-        if out.exists():
-            if source.resolve() == out.resolve():
-                raise PrepError("the output directory must differ from the input directory")
-            if not force and any(out.iterdir()):
-                raise PrepError(f"{out} exists and is not empty (use --force to overwrite)")
+        self._check_output(source, out, force)
         out.mkdir(parents=True, exist_ok=True)
         for path in sorted(source.rglob("*")):
             target = out / path.relative_to(source)
@@ -60,6 +71,14 @@ class GLiNER2Preparer:
             out, served["architectures"][0], served["io_processor_plugin"],
         )  # fmt: skip
         return out
+
+    @staticmethod
+    def _check_output(source: Path, out: Path, force: bool) -> None:
+        if out.exists():
+            if source.resolve() == out.resolve():
+                raise PrepError("the output directory must differ from the input directory")
+            if not force and any(out.iterdir()):
+                raise PrepError(f"{out} exists and is not empty (use --force to overwrite)")
 
 
 GLINER2 = GLiNER2Preparer()
