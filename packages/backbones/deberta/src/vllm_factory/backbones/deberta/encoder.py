@@ -187,9 +187,10 @@ def projected_relative_scores(x: torch.Tensor, proj: nn.Module, rel: torch.Tenso
     b = proj.lora_b_stacked[0][:, 0].to(x.dtype)  # [slots, H * D, rank]
     slots, rank = a.shape[0], a.shape[1]
     tokens = x.shape[0]
-    index = proj.punica_wrapper.token_lora_indices[:tokens]
-    if index.shape[0] < tokens:  # padding rows (CUDA graphs) belong to no adapter
-        index = F.pad(index, (0, tokens - index.shape[0]), value=-1)
+    # The wrapper's per-token slot buffer, cut to this batch's rows by their count (not by the
+    # public ``token_lora_indices``, which cuts by a host-side length a compiled graph would
+    # freeze); rows past the scheduled tokens are padding, whatever they hold.
+    index = proj.punica_wrapper._token_lora_indices[:tokens]
     chosen = index.unsqueeze(1) == torch.arange(slots, device=x.device)  # [T, slots]
     rel_rank = torch.einsum("ri,ski->rsk", rel.to(x.dtype), a).reshape(rel.shape[0], -1)
     x_rank = torch.einsum("thd,shdk->thsk", x, b.view(slots, x.shape[1], x.shape[2], rank))
