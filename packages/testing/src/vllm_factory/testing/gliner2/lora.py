@@ -11,7 +11,8 @@ case's scores are within the fp32 parity limit of gliner2's with ``load_adapter`
 results are gliner2's; requests of every adapter and the base sent together (vLLM batches
 them: one step, several adapters, no merged weights) answer as each does alone; an
 unknown name is refused naming it; an adapter loads and unloads at run time through vLLM's
-``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``; an adapter that also targets a head
+``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``, or by name from a folder of
+adapters (vLLM's filesystem resolver); an adapter that also targets a head
 is refused when it loads, naming the modules.
 
 CPU, fp32 only: the library's runs with adapters are fp32 and float64 (its fp32 noise); under
@@ -35,6 +36,7 @@ __all__ = [
     "lora_dir",
     "lora_served",
     "lora_server",
+    "test_adapter_found_in_folder",
     "test_adapter_heads_refused",
     "test_adapters_match_library",
     "test_mixed_requests_answer_as_alone",
@@ -46,6 +48,9 @@ NAMES = (BASE, *ENCODED_ADAPTERS)
 MAX_LORA_RANK = 8
 # More concurrent requests than the 2-core server steps at once, so steps mix adapters.
 CLIENTS = 12
+# An adapter found by name in a folder of adapters (vLLM's filesystem resolver), not named at
+# start-up: a link to the kit's ``lora-b``.
+FOLDER_ADAPTER, FOLDER_SOURCE = "found-in-folder", "lora-b"
 
 
 @pytest.fixture(scope="session")
@@ -76,10 +81,12 @@ def lora_server(reference_dir: Path, lora_dir: Path, tmp_path_factory):
     if session_dtype() != "float32":
         pytest.skip("LoRA parity has fp32 references only (bf16: pending the GPU check)")
     converted = tmp_path_factory.mktemp("converted-adapters")
+    folder = tmp_path_factory.mktemp("adapter-folder")  # vLLM's filesystem resolver reads it
+    (folder / FOLDER_ADAPTER).symlink_to(lora_dir / FOLDER_SOURCE, target_is_directory=True)
     modules = [f"{name}={served_folder(lora_dir, name, converted)}" for name in ENCODED_ADAPTERS]
     args = [*CONFIG_FORMAT, "--enable-lora", "--lora-modules", *modules,
             "--max-loras", str(len(modules)), "--max-lora-rank", str(MAX_LORA_RANK)]  # fmt: skip
-    env = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    env = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_LORA_RESOLVER_CACHE_DIR": str(folder)}
     with VllmServer(reference_dir / "checkpoint", extra_args=args, env=env) as running:
         print(f"\nvLLM server (LoRA) healthy after {running.startup_seconds:.1f} s")
         yield running
@@ -222,6 +229,17 @@ def test_runtime_load_and_unload(lora_server, lora_served, cases, lora_dir: Path
     assert unloaded.status_code == 200, unloaded.text
     data = {**cases[0]["request"], "text": cases[0]["text"]}
     assert lora_server.pooling(data, model=live).status_code == 404
+
+
+def test_adapter_found_in_folder(lora_server, lora_served, cases):
+    """With ``VLLM_LORA_RESOLVER_CACHE_DIR`` (and run-time updates allowed), a ``model`` that
+    names a sub-folder of that folder loads it on first use (vLLM's filesystem resolver; the
+    adapter's ``base_model_name_or_path`` is the served model's name): the answers of the
+    adapter it holds."""
+    for case in cases[:8]:
+        got = post(lora_server, FOLDER_ADAPTER, case)
+        alone = lora_served[FOLDER_SOURCE][case["id"]]
+        same_result(got, alone, tolerance("float32").score, case["id"])
 
 
 def test_adapter_heads_refused(lora_server, lora_dir: Path, cases):
