@@ -34,6 +34,7 @@ from vllm_factory.testing.gliner.parity import _near_tie, _same_side, _valid, on
 from vllm_factory.testing.gliner.references import KIT_INPUTS, GLiNERReference, gliner_env
 from vllm_factory.testing.parity import LibraryError, Tolerance, tolerance
 from vllm_factory.testing.refenv import SCRIPTS, cached_artifact
+from vllm_factory.testing.report import record
 from vllm_factory.testing.requests import assert_refused
 
 LONG_ENCODE = SCRIPTS / "gliner_long_encode.py"
@@ -97,7 +98,12 @@ def test_long_texts_match_gliner_on_the_same_windows(name, ner, long_reference, 
         assert reference["unread_by_words"] > 0 and len(reference["windows"]) > 1
     assert scores.shape == expected.shape
     valid = _valid(expected, len(words))
-    assert float(np.abs(scores - expected)[valid].max()) <= limits.score
+    worst = float(np.abs(scores - expected)[valid].max())
+    record(server.label.removesuffix("_io"), "long_text", f"scores/{name}", {
+        "dtype": server.dtype, "windows": served["windows"], "max_abs_diff": worst,
+        "threshold": limits.score,
+    })  # fmt: skip
+    assert worst <= limits.score, (name, worst, limits.score)
     # the 10,000-word text: its last paragraph
     since = case["text"].rindex("\n\n") if name == "ten_thousand" else 0
     got, want = _keys(served["entities"], since), _keys(reference["entities"], since)
@@ -170,7 +176,8 @@ def _agree(got: dict, want: dict, text: str, threshold: float, limits: Tolerance
     a = np.asarray(got["scores"], dtype=np.float32)[..., :columns]
     b = np.asarray(want["scores"], dtype=np.float32)[..., :columns]
     assert a.shape == b.shape, (a.shape, b.shape)
-    assert float(np.abs(a - b)[_valid(b, n_words)].max()) <= limits.score
+    worst = float(np.abs(a - b)[_valid(b, n_words)].max())
+    assert worst <= limits.score, (worst, limits.score)
     if _keys(got["entities"]) != _keys(want["entities"]):
         assert (
             not _same_side(a, b, n_words, threshold)
@@ -214,9 +221,11 @@ def test_truncate_error_and_return_windows(ner, server, long_reference, referenc
     _agree(whole[0], cut[0], short, 0.3, limits)
     plain = ner({**data, "long_text": "window"})  # without return_windows: lists as before
     assert all(isinstance(r, list) for r in plain)
-    for got, want in zip(plain, whole):
-        assert _keys(got) == _keys(want["entities"]) or only_near_threshold(
-            got, want["entities"], 0.3, limits.margin
+    for text, got, want in zip(data["text"], plain, whole):
+        assert (
+            _keys(got) == _keys(want["entities"])
+            or only_near_threshold(got, want["entities"], 0.3, limits.margin)
+            or _near_tie(np.asarray(want["scores"]), len(split_words(text)), 0.3, limits)
         ), (got, want["entities"])
     assert_refused(server, {**data, "long_text": "error"}, "data.text[1]")
     assert_refused(server, {**data, "text": long, "long_text": "error"}, "data.text")

@@ -1,6 +1,7 @@
 """gliner2's ``extract_long`` outputs for the GLiNER2 long-text cases (runs in the gliner2 venv).
 
-    python gliner2_long.py --checkpoint DIR --cases long_cases.json --out long-results.json
+    python gliner2_long.py --checkpoint DIR --cases long_cases.json --out long-results.json \
+        [--bf16-out long-results-bf16.json]
 
 A case is ``{"id", "text", "request"}`` as in ``gliner2_encode.py``, plus ``"long"``: true for
 a text read with ``extract_long`` (the request's ``chunk_size`` / ``chunk_overlap``, else the
@@ -8,7 +9,8 @@ library's defaults), false for one read with ``extract`` (a text that fits the s
 The schema is built as the matching short-form call builds it (``extract_entities`` /
 ``classify_text`` / ``extract_json`` / ``extract_relations``), or from ``request["schema"]``
 (``Schema.from_dict`` form, or a ``Schema().build()`` dict as it is). The JSON holds, per case
-id, ``result`` (tuples as lists) and ``windows`` (how many windows the library read).
+id, ``result`` (tuples as lists) and ``windows`` (how many windows the library read);
+``--bf16-out`` the same for the library's own bf16 run (what that dtype changes).
 """
 
 from __future__ import annotations
@@ -57,21 +59,10 @@ def run_long(model, text: str, request: dict[str, Any]) -> tuple[Any, int]:
     return result, len(split_text_into_chunks(text, size, overlap))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", required=True, type=Path)
-    ap.add_argument("--cases", required=True, type=Path)
-    ap.add_argument("--out", required=True, type=Path)
-    args = ap.parse_args()
-    from gliner2 import GLiNER2
-
-    torch.manual_seed(0)
-    model = GLiNER2.from_pretrained(str(args.checkpoint)).eval()
-    assert next(model.parameters()).device.type == "cpu"
-    model.sync_collapsed_decode = False
+def run_cases(model, cases: list[dict]) -> dict[str, Any]:
     types: set[str] = set()
     out: dict[str, Any] = {}
-    for case in json.loads(args.cases.read_text(encoding="utf-8")):
+    for case in cases:
         request = case["request"]
         if case["long"]:
             result, windows = run_long(model, case["text"], request)
@@ -79,7 +70,30 @@ def main() -> None:
             short = {k: v for k, v in request.items() if k not in WINDOW_OPTIONS}
             result, windows = call_library(model, case["text"], short), 1
         out[case["id"]] = {"result": plain(result, types), "windows": windows}
-    args.out.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", required=True, type=Path)
+    ap.add_argument("--cases", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--bf16-out", type=Path)
+    args = ap.parse_args()
+    from gliner2 import GLiNER2
+
+    torch.manual_seed(0)
+    model = GLiNER2.from_pretrained(str(args.checkpoint)).eval()
+    assert next(model.parameters()).device.type == "cpu"
+    model.sync_collapsed_decode = False
+    cases = json.loads(args.cases.read_text(encoding="utf-8"))
+    write(args.out, run_cases(model, cases))
+    if args.bf16_out is not None:  # what bf16 changes in the library's own results
+        write(args.bf16_out, run_cases(model.to(torch.bfloat16), cases))
+
+
+def write(path: Path, out: dict[str, Any]) -> None:
+    path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
