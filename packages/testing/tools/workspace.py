@@ -14,6 +14,7 @@ adding its folder. Keys (all optional but ``layer``)::
     representative = true           # the family's model in CI's older-vLLM and demo passes
     gpu-results = ["docs/benchmarks/h200/x.json"]  # the performance page: headline runs
     checkpoints = ["org/name"]      # models: published checkpoints of its shape (README table)
+    serves = ["span", "relex"]      # models: the model kinds / request forms it serves (same)
 
 Backbones, heads, models and clients live under ``packages/backbones``, ``packages/heads``,
 ``packages/models`` and ``packages/clients``; the shared layers (core, kernels, testing) at
@@ -72,6 +73,7 @@ class Package:
     representative: bool = False
     gpu_results: tuple[str, ...] = ()  # bench JSON files, relative to the repository root
     checkpoints: tuple[str, ...] = ()  # published checkpoints of the model's shape
+    serves: tuple[str, ...] = ()  # the model kinds / request forms it serves
 
     @property
     def name(self) -> str:
@@ -139,6 +141,7 @@ def _load(pyproject: Path) -> Package:
         representative=bool(table.get("representative", False)),
         gpu_results=tuple(table.get("gpu-results", ())),
         checkpoints=tuple(table.get("checkpoints", ())),
+        serves=tuple(table.get("serves", ())),
     )
 
 
@@ -291,14 +294,15 @@ def _io_processors(p: Package) -> str:
 def models_table(page: Path) -> str:
     """The model wheels: what each serves, published checkpoints of its shape, IOProcessors."""
     rows = [
-        "| wheel | family | checkpoints | IOProcessor | README |",
+        "| wheel | family (serves) | checkpoints | IOProcessor | README |",
         "|---|---|---|---|---|",
     ]
     for p in sorted((p for p in packages() if p.served), key=lambda p: (p.family, p.name)):
-        checkpoints = ", ".join(f"`{c}`" for c in p.checkpoints)
+        checkpoints = ", ".join(f"`{c}`" for c in p.checkpoints) or "none published yet"
+        family = f"{p.family} ({', '.join(p.serves)})" if p.serves else p.family
         link = f"[{p.path.name}]({_link(p.path / 'README.md', page)})"
         rows.append(
-            f"| `{p.distribution}` | {p.family} | {checkpoints} | {_io_processors(p)} | {link} |"
+            f"| `{p.distribution}` | {family} | {checkpoints} | {_io_processors(p)} | {link} |"
         )
     return "\n".join(rows)
 
