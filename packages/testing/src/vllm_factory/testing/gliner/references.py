@@ -33,6 +33,26 @@ def gliner_env() -> ReferenceEnv:
     return ReferenceEnv("gliner-0.2.29", [["-r", str(REQUIREMENTS)]])
 
 
+PEFT_REQUIREMENTS = KIT / "requirements-gliner-peft.txt"
+
+
+def gliner_peft_env() -> ReferenceEnv:
+    """The gliner venv's pins plus PEFT: the LoRA suite's adapters are made and applied to
+    gliner's encoder in it (``scripts/gliner_adapter.py``)."""
+    return ReferenceEnv(
+        "gliner-0.2.29+peft-0.21.2", [["-r", str(REQUIREMENTS)], ["-r", str(PEFT_REQUIREMENTS)]]
+    )
+
+
+ADAPTER = SCRIPTS / "gliner_adapter.py"
+# The LoRA suite's adapters (``scripts/gliner_adapter.py`` arguments) on a package's tiny
+# checkpoint: every encoder projection at rank 4, and query / value only at rank 8 (so that
+# the server pads ranks).
+ADAPTERS: dict[str, list[str | int]] = {
+    "lora-a": ["--seed", 1, "--rank", 4, "--alpha", 8],
+    "lora-b": ["--seed", 2, "--rank", 8, "--alpha", 16, "--targets", "query_proj", "value_proj"],
+}
+
 GLINKER_REQUIREMENTS = KIT / "requirements-glinker.txt"
 
 
@@ -115,6 +135,25 @@ class GLiNERReference:
         ref-scores.npz, ref-entities.json, ref-scores-bf16.npz (gliner's own bf16 run)."""
         inputs = [self.builder, *KIT_INPUTS, *self.EXTRA_INPUTS]
         return cached_artifact(self.name, inputs, self._build)
+
+    def _build_adapters(self, target: Path) -> None:
+        checkpoint = self.reference_dir() / "checkpoint"
+        env = gliner_peft_env().ensure()
+        for name, arguments in ADAPTERS.items():
+            env.run(
+                ADAPTER, "--checkpoint", checkpoint, "--corpus", CORPUS, "--out", target / name,
+                "--out-scores", target / f"{name}-scores.npz",
+                "--entities", target / f"{name}-entities.json", *arguments,
+            )  # fmt: skip
+
+    def adapters_dir(self) -> Path:
+        """``<artifacts>/<package>-reference-<hash>-lora-<hash>/``: one folder per adapter of
+        :data:`ADAPTERS` (PEFT's layout, on gliner's encoder) on :meth:`reference_dir`'s
+        checkpoint, and gliner's outputs with each applied in process: ``<name>-scores.npz``
+        and ``<name>-entities.json``, in :meth:`reference_dir`'s format."""
+        base = self.reference_dir()
+        inputs = [ADAPTER, ENCODE, PEFT_REQUIREMENTS, KIT / "references.py"]
+        return cached_artifact(f"{base.name}-lora", inputs, self._build_adapters)
 
     def exports(self):
         """``CORPUS, gliner_env, build_checkpoint, reference_dir`` for the package module."""

@@ -1,0 +1,210 @@
+"""Per-request LoRA adapters, served vs the gliner library with the same PEFT adapter (the
+family's LoRA suite; a package's ``tests/lora/test_lora.py`` star-imports it).
+
+One real vLLM server on the prepared checkpoint with vLLM's LoRA (``--enable-lora``), the
+kit's adapters (:data:`~vllm_factory.testing.gliner.references.ADAPTERS`: PEFT's LoRA on
+gliner's encoder module, the format gliner.serve's PolyLoRA loads) given at start-up by name
+(``--lora-modules``); a request picks one with vLLM's convention, ``"model": "<adapter
+name>"`` in the ``/pooling`` body, and the base model by the served model's own name. For the
+base and each adapter, every span x label score of the corpus is within the fp32 parity limit
+of gliner's with the adapter applied in process, and the entity lists are gliner's (by the
+parity suite's rules for scores near a threshold or near ties); requests of every adapter and
+the base sent together (vLLM batches them: one step, several adapters, no merged weights)
+answer as each does alone; an unknown name is refused naming it.
+
+CPU, fp32 only: the library's runs with adapters are fp32; under another ``--dtype`` (the GPU
+check) these tests are skipped, pending their bf16 references.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from vllm_factory.testing.gliner.parity import (
+    AS_GLINER,
+    MODES,
+    _key,
+    _near_threshold,
+    _near_tie,
+    _same_side,
+)
+from vllm_factory.testing.gliner.references import ADAPTERS
+from vllm_factory.testing.parity import tolerance
+from vllm_factory.testing.report import record
+
+__all__ = [
+    "lora_dir",
+    "lora_served",
+    "lora_server",
+    "test_adapters_match_gliner",
+    "test_mixed_requests_answer_as_alone",
+    "test_unknown_adapter_refused",
+]  # fmt: skip
+BASE = "base"
+NAMES = (BASE, *ADAPTERS)
+MAX_LORA_RANK = 8
+# The mixed-batch check: one request per text, label set and name, from more concurrent
+# clients than the 2-core server steps at once, so steps mix adapters.
+CLIENTS = 24
+
+
+@pytest.fixture(scope="session")
+def lora_dir(gliner_reference) -> Path:
+    """The kit's adapters and gliner's runs with them (``adapters_dir``)."""
+    return gliner_reference.adapters_dir()
+
+
+@pytest.fixture(scope="session")
+def lora_server(served_dir: Path, request: pytest.FixtureRequest):
+    """A real vLLM server with LoRA on, the kit's adapters given at start-up (made only once
+    the dtype check passes: a GPU host need not build the PEFT venv to skip)."""
+    from vllm_factory.testing.server import VllmServer, session_dtype
+
+    if session_dtype() != "float32":
+        pytest.skip("LoRA parity has fp32 references only (bf16: pending the GPU check)")
+    lora_dir = request.getfixturevalue("lora_dir")
+    modules = [f"{name}={lora_dir / name}" for name in ADAPTERS]
+    args = ["--enable-lora", "--lora-modules", *modules, "--max-loras", str(len(modules)),
+            "--max-lora-rank", str(MAX_LORA_RANK)]  # fmt: skip
+    with VllmServer(served_dir, extra_args=args) as running:
+        print(f"\nvLLM server (LoRA) healthy after {running.startup_seconds:.1f} s")
+        yield running
+
+
+def model_name(server, name: str) -> str:
+    """The ``model`` field that picks ``name`` (the base: the served model's own name)."""
+    return server.model if name == BASE else name
+
+
+def post(server, name: str, data: dict) -> list:
+    response = server.pooling(data, model=model_name(server, name))
+    assert response.status_code == 200, (name, response.text)
+    return response.json()["data"]
+
+
+def library(name: str, reference_dir: Path, lora_dir: Path) -> tuple[dict, dict]:
+    """gliner's (entity lists, score arrays) for ``name``."""
+    if name == BASE:
+        entities, scores = reference_dir / "ref-entities.json", reference_dir / "ref-scores.npz"
+    else:
+        entities, scores = lora_dir / f"{name}-entities.json", lora_dir / f"{name}-scores.npz"
+    data = np.load(scores)
+    return json.loads(entities.read_text(encoding="utf-8")), {k: data[k] for k in data.files}
+
+
+@pytest.fixture(scope="session")
+def lora_served(lora_server, corpus) -> dict[str, dict]:
+    """Per name: the corpus's score tensors per label set and its entity lists per label set,
+    decoding mode and threshold (one request per label set and setting, all texts)."""
+    served: dict[str, dict] = {}
+    for name in NAMES:
+        out: dict = {}
+        for set_name, labels in corpus["label_sets"].items():
+            data = {"text": corpus["texts"], "labels": labels, **AS_GLINER}
+            items = post(lora_server, name, {**data, "return_scores": True})
+            out[f"scores_{set_name}"] = [np.asarray(i["scores"], np.float32) for i in items]
+            for mode, kwargs in MODES.items():
+                for threshold in corpus["thresholds"]:
+                    request = {**data, **kwargs, "threshold": threshold}
+                    out[f"{set_name}/{mode}/{threshold}"] = post(lora_server, name, request)
+        served[name] = out
+    return served
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_adapters_match_gliner(
+    name, lora_served, lora_server, corpus, reference_dir: Path, lora_dir: Path
+):
+    """Base and each adapter: every score tensor within the fp32 limit of gliner's (with the
+    adapter applied in process), and the entity lists gliner's wherever the parity suite
+    compares them (a score near the threshold on the other side, or two overlapping
+    candidates tied within float noise, leaves a list out; at least 90% are compared)."""
+    entities, scores = library(name, reference_dir, lora_dir)
+    limits, served = tolerance("float32"), lora_served[name]
+    worst = 0.0
+    for set_name in corpus["label_sets"]:
+        for i in range(len(corpus["texts"])):
+            ref, got = scores[f"scores_{set_name}_{i}"], served[f"scores_{set_name}"][i]
+            assert got.shape == ref.shape, (name, set_name, i, got.shape, ref.shape)
+            diff = float(np.abs(got - ref).max())
+            assert diff <= limits.score, (name, set_name, i, diff)
+            worst = max(worst, diff)
+    compared = left_out = listed = 0
+    for set_name in corpus["label_sets"]:
+        for mode in MODES:
+            for threshold in corpus["thresholds"]:
+                key = f"{set_name}/{mode}/{threshold}"
+                for i, (got, want) in enumerate(zip(served[key], entities[key], strict=True)):
+                    ref = scores[f"scores_{set_name}_{i}"]
+                    n_words = int(scores[f"words_{set_name}_{i}"])
+                    mine = served[f"scores_{set_name}"][i]
+                    if _near_threshold(ref, n_words, threshold, limits.margin) and not (
+                        _same_side(mine, ref, n_words, threshold)
+                    ):
+                        left_out += 1
+                        continue
+                    if _key(got) != _key(want) and _near_tie(ref, n_words, threshold, limits):
+                        left_out += 1
+                        continue
+                    assert _key(got) == _key(want), (name, key, i)
+                    for a, b in zip(got, want):
+                        assert abs(a["score"] - b["score"]) <= limits.score, (name, key, i)
+                    compared, listed = compared + 1, listed + len(want)
+    assert compared >= 0.9 * (compared + left_out), (name, compared, left_out)
+    if name != BASE:  # the adapter changes what gliner extracts (the test is not vacuous)
+        base, _ = library(BASE, reference_dir, lora_dir)
+        keys = [k for k in base if k.count("/") == 2 and "input_spans" not in k]
+        changed = sum(a != b for k in keys for a, b in zip(base[k], entities[k]))
+        total = sum(len(base[k]) for k in keys)
+        assert changed >= total // 2, (name, changed, total)
+    record(lora_server.label.removesuffix("_io"), "parity", f"lora-{name}-float32", {
+        "max_abs_diff": worst, "limit": limits.score, "entity_lists": compared,
+        "entities": listed, "left_out": left_out,
+    })  # fmt: skip
+    print(f"\n{name}: max |diff| {worst:.2e} (limit {limits.score:.1e}); {compared} entity "
+          f"lists identical ({listed} entities), {left_out} left out")  # fmt: skip
+
+
+def steps(server) -> float:
+    """How many model steps the server has run (vLLM's ``iteration_tokens_total`` count)."""
+    return sum(server.metric("vllm:iteration_tokens_total_count").values())
+
+
+def test_mixed_requests_answer_as_alone(lora_served, lora_server, corpus):
+    """Single-text requests (every text and label set) under the base and every adapter, all
+    sent together, interleaved by name: each answer's scores are within the fp32 limit of the same text's alone (in its
+    name's own request), and the server ran fewer steps than requests, so some steps held
+    several adapters' requests."""
+    jobs = [(name, set_name, i) for set_name in corpus["label_sets"]
+            for i in range(len(corpus["texts"])) for name in NAMES]  # fmt: skip
+
+    def send(job):
+        name, set_name, i = job
+        data = {"text": [corpus["texts"][i]], "labels": corpus["label_sets"][set_name],
+                "return_scores": True, **AS_GLINER}  # fmt: skip
+        return post(lora_server, name, data)[0]
+
+    before = steps(lora_server)
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        answers = list(pool.map(send, jobs))
+    ran = steps(lora_server) - before
+    limit = tolerance("float32").score
+    for (name, set_name, i), got in zip(jobs, answers):
+        alone = lora_served[name][f"scores_{set_name}"][i]
+        diff = float(np.abs(np.asarray(got["scores"], np.float32) - alone).max())
+        assert diff <= limit, (name, set_name, i, diff)
+    assert ran < len(jobs), (ran, len(jobs))
+    print(f"\n{len(jobs)} requests by {CLIENTS} clients in {ran:.0f} steps")
+
+
+def test_unknown_adapter_refused(lora_server, corpus):
+    """A ``model`` that names no adapter (and is not the base) is a 404 naming it."""
+    data = {"text": corpus["texts"][0], "labels": corpus["label_sets"]["5"]}
+    response = lora_server.pooling(data, model="no-such-adapter")
+    assert response.status_code == 404, response.text
+    message = response.json()["error"]["message"]
+    assert "no-such-adapter" in message, message

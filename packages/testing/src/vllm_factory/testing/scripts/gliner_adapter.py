@@ -1,0 +1,120 @@
+"""A seeded PEFT LoRA adapter on a GLiNER checkpoint's encoder, and gliner's outputs with it
+applied in process (runs in the gliner + peft venv)::
+
+    python gliner_adapter.py --checkpoint DIR --corpus corpus.json --out ADAPTER_DIR \
+        --out-scores scores.npz --entities entities.json --seed 1 \
+        [--rank 4] [--alpha 8] [--targets query_proj key_proj value_proj dense]
+
+The adapter is PEFT's ``LoraConfig`` on gliner's encoder, the Hugging Face model at
+``model.model.token_rep_layer.bert_layer.model``: the module gliner.serve's PolyLoRA wraps,
+and the one gliner itself wraps with ``get_peft_model`` when an encoder folder holds an
+``adapter_config.json``. Its ``lora_A`` and ``lora_B`` matrices are drawn from a seeded normal
+(PEFT starts ``lora_B`` at zero, which would leave the outputs unchanged), and it is saved
+with ``save_pretrained(out)``: ``adapter_config.json`` + ``adapter_model.safetensors``, names
+``base_model.model.encoder.layer.N.<module>.lora_A.weight``.
+
+The outputs are those of a fresh gliner model whose encoder is replaced by
+``PeftModel.from_pretrained(encoder, out)`` (the saved adapter, as a server loads it), in the
+parity suite's format (``gliner_encode.py``): ``--out-scores`` the token ids, word counts and
+span x label scores of every (label set, text); ``--entities`` ``GLiNER.inference``'s entity
+lists per label set, decoding mode and threshold.
+
+Checks: the adapter moves gliner's scores (a LoRA that changed nothing would make every parity
+test of it vacuous), and the reloaded adapter gives the scores of the model it was made on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# Scale of the drawn matrices: lora_A rows ~ N(0, 1 / in), lora_B ~ N(0, B_STD^2).
+B_STD = 0.05
+PROBE_TEXT = "Ada Lovelace wrote the first program for Charles Babbage in London in 1843."
+PROBE_LABELS = ["person", "location", "date"]
+
+
+def probe(model) -> np.ndarray:
+    from gliner_encode import scores_for
+
+    return scores_for(model, PROBE_TEXT, PROBE_LABELS)[0]
+
+
+def make_adapter(checkpoint: Path, out: Path, seed: int, rank: int, alpha: float,
+                 targets: list[str]) -> tuple[dict, np.ndarray]:  # fmt: skip
+    from gliner_encode import load
+    from peft import LoraConfig, get_peft_model
+
+    model = load(checkpoint, "float32")
+    base = probe(model)
+    layer = model.model.token_rep_layer.bert_layer
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)
+    layer.model = get_peft_model(layer.model, config)
+    generator = torch.Generator().manual_seed(seed)
+    adapted_layers = 0
+    for _, module in sorted(layer.model.named_modules()):
+        if not (hasattr(module, "lora_A") and hasattr(module, "lora_B")):
+            continue
+        for key in module.lora_A:
+            a, b = module.lora_A[key].weight, module.lora_B[key].weight
+            with torch.no_grad():
+                a.copy_(torch.randn(a.shape, generator=generator) / a.shape[1] ** 0.5)
+                b.copy_(torch.randn(b.shape, generator=generator) * B_STD)
+            adapted_layers += 1
+    assert adapted_layers, f"targets {targets} matched no module"
+    adapted = probe(model.eval())
+    change = float(np.abs(adapted - base).max())
+    assert change > 1e-3, f"the adapter moves the probe's scores by only {change:.2e}"
+    layer.model.save_pretrained(str(out))
+    figures = {"seed": seed, "rank": rank, "alpha": alpha, "targets": targets,
+               "lora_layers": adapted_layers, "probe_max_change": change}  # fmt: skip
+    return figures, adapted
+
+
+def with_adapter(checkpoint: Path, adapter: Path):
+    """A fresh gliner model, its encoder wrapped by PEFT with the saved adapter."""
+    from gliner_encode import load
+    from peft import PeftModel
+
+    model = load(checkpoint, "float32")
+    layer = model.model.token_rep_layer.bert_layer
+    layer.model = PeftModel.from_pretrained(layer.model, str(adapter))
+    return model.eval()
+
+
+def main() -> None:
+    from gliner_encode import entity_lists, score_arrays
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", required=True, type=Path)
+    ap.add_argument("--corpus", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--out-scores", required=True, type=Path)
+    ap.add_argument("--entities", required=True, type=Path)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rank", type=int, default=4)
+    ap.add_argument("--alpha", type=float, default=8.0)
+    ap.add_argument("--targets", nargs="+",
+                    default=["query_proj", "key_proj", "value_proj", "dense"])  # fmt: skip
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+    figures, adapted = make_adapter(
+        args.checkpoint, args.out, args.seed, args.rank, args.alpha, args.targets
+    )
+    model = with_adapter(args.checkpoint, args.out)
+    reloaded = float(np.abs(probe(model) - adapted).max())
+    assert reloaded < 1e-6, f"the reloaded adapter differs from the saved model: {reloaded}"
+    corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
+    np.savez(args.out_scores, **score_arrays(model, corpus))
+    entities = entity_lists(model, corpus)
+    entities["adapter"] = figures
+    args.entities.write_text(json.dumps(entities, ensure_ascii=False), encoding="utf-8")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
