@@ -3,14 +3,16 @@ family's LoRA suite; a package's ``tests/lora/test_lora.py`` star-imports it).
 
 One real vLLM server on the prepared checkpoint with vLLM's LoRA (``--enable-lora``), the
 kit's adapters (:data:`~vllm_factory.testing.gliner.references.ADAPTERS`: PEFT's LoRA on
-gliner's encoder module, the format gliner.serve's PolyLoRA loads) given at start-up by name
-(``--lora-modules``); a request picks one with vLLM's convention, ``"model": "<adapter
-name>"`` in the ``/pooling`` body, and the base model by the served model's own name. For the
-base and each adapter, every span x label score of the corpus is within the fp32 parity limit
+gliner's encoder module, the format gliner.serve's PolyLoRA loads, or on gliner's whole model)
+given at start-up by name (``--lora-modules``); a request picks one with vLLM's convention,
+``"model": "<adapter name>"`` in the ``/pooling`` body, and the base model by the served
+model's own name. For the base and each adapter, every span x label score of the corpus is within the fp32 parity limit
 of gliner's with the adapter applied in process, and the entity lists are gliner's (by the
 parity suite's rules for scores near a threshold or near ties); requests of every adapter and
 the base sent together (vLLM batches them: one step, several adapters, no merged weights)
-answer as each does alone; an unknown name is refused naming it.
+answer as each does alone; an unknown name is refused naming it; an adapter loads and unloads
+at run time through vLLM's ``/v1/load_lora_adapter`` and ``/v1/unload_lora_adapter``; an
+adapter that also targets a head layer is refused when it loads, naming the modules.
 
 CPU, fp32 only: the library's runs with adapters are fp32; under another ``--dtype`` (the GPU
 check) these tests are skipped, pending their bf16 references.
@@ -32,7 +34,7 @@ from vllm_factory.testing.gliner.parity import (
     _near_tie,
     _same_side,
 )
-from vllm_factory.testing.gliner.references import ADAPTERS
+from vllm_factory.testing.gliner.references import ENCODED_ADAPTERS
 from vllm_factory.testing.parity import tolerance
 from vllm_factory.testing.report import record
 
@@ -40,15 +42,18 @@ __all__ = [
     "lora_dir",
     "lora_served",
     "lora_server",
+    "test_adapter_heads_refused",
     "test_adapters_match_gliner",
     "test_mixed_requests_answer_as_alone",
+    "test_runtime_load_and_unload",
     "test_unknown_adapter_refused",
 ]  # fmt: skip
 BASE = "base"
-NAMES = (BASE, *ADAPTERS)
+NAMES = (BASE, *ENCODED_ADAPTERS)
 MAX_LORA_RANK = 8
-# The mixed-batch check: one request per text, label set and name, from more concurrent
-# clients than the 2-core server steps at once, so steps mix adapters.
+# The mixed-batch check: one request per text (the first MIXED_TEXTS), label set and name,
+# from more concurrent clients than the 2-core server steps at once, so steps mix adapters.
+MIXED_TEXTS = 16
 CLIENTS = 24
 
 
@@ -60,17 +65,19 @@ def lora_dir(gliner_reference) -> Path:
 
 @pytest.fixture(scope="session")
 def lora_server(served_dir: Path, request: pytest.FixtureRequest):
-    """A real vLLM server with LoRA on, the kit's adapters given at start-up (made only once
-    the dtype check passes: a GPU host need not build the PEFT venv to skip)."""
+    """A real vLLM server with LoRA on, the encoded adapters given at start-up (made only once
+    the dtype check passes: a GPU host need not build the PEFT venv to skip); run-time
+    adapter updates allowed."""
     from vllm_factory.testing.server import VllmServer, session_dtype
 
     if session_dtype() != "float32":
         pytest.skip("LoRA parity has fp32 references only (bf16: pending the GPU check)")
     lora_dir = request.getfixturevalue("lora_dir")
-    modules = [f"{name}={lora_dir / name}" for name in ADAPTERS]
+    modules = [f"{name}={lora_dir / name}" for name in ENCODED_ADAPTERS]
     args = ["--enable-lora", "--lora-modules", *modules, "--max-loras", str(len(modules)),
             "--max-lora-rank", str(MAX_LORA_RANK)]  # fmt: skip
-    with VllmServer(served_dir, extra_args=args) as running:
+    env = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    with VllmServer(served_dir, extra_args=args, env=env) as running:
         print(f"\nvLLM server (LoRA) healthy after {running.startup_seconds:.1f} s")
         yield running
 
@@ -175,12 +182,12 @@ def steps(server) -> float:
 
 
 def test_mixed_requests_answer_as_alone(lora_served, lora_server, corpus):
-    """Single-text requests (every text and label set) under the base and every adapter, all
-    sent together, interleaved by name: each answer's scores are within the fp32 limit of the same text's alone (in its
+    """Single-text requests (the first texts, every label set) under the base and every
+    adapter, all sent together, interleaved by name: each answer's scores are within the fp32 limit of the same text's alone (in its
     name's own request), and the server ran fewer steps than requests, so some steps held
     several adapters' requests."""
     jobs = [(name, set_name, i) for set_name in corpus["label_sets"]
-            for i in range(len(corpus["texts"])) for name in NAMES]  # fmt: skip
+            for i in range(MIXED_TEXTS) for name in NAMES]  # fmt: skip
 
     def send(job):
         name, set_name, i = job
@@ -208,3 +215,41 @@ def test_unknown_adapter_refused(lora_server, corpus):
     assert response.status_code == 404, response.text
     message = response.json()["error"]["message"]
     assert "no-such-adapter" in message, message
+
+
+def test_runtime_load_and_unload(lora_server, lora_served, corpus, lora_dir: Path):
+    """``/v1/load_lora_adapter`` serves an adapter under a new name (the same scores as at
+    start-up); ``/v1/unload_lora_adapter`` removes it (then a 404)."""
+    name, live = ENCODED_ADAPTERS[1], "loaded-at-run-time"
+    loaded = lora_server.post(
+        "/v1/load_lora_adapter", {"lora_name": live, "lora_path": str(lora_dir / name)}
+    )
+    assert loaded.status_code == 200, loaded.text
+    labels, limit = corpus["label_sets"]["5"], tolerance("float32").score
+    data = {"text": corpus["texts"], "labels": labels, "return_scores": True, **AS_GLINER}
+    for i, item in enumerate(post(lora_server, live, data)):
+        diff = float(
+            np.abs(np.asarray(item["scores"], np.float32) - lora_served[name]["scores_5"][i]).max()
+        )
+        assert diff <= limit, (i, diff)
+    unloaded = lora_server.post("/v1/unload_lora_adapter", {"lora_name": live})
+    assert unloaded.status_code == 200, unloaded.text
+    assert (
+        lora_server.pooling({"text": corpus["texts"][0], "labels": labels}, model=live).status_code
+        == 404
+    )
+
+
+def test_adapter_heads_refused(lora_server, lora_dir: Path, corpus):
+    """An adapter that also targets a head layer (``prompt_rep_layer.0``, a plain torch layer of
+    ours) is refused when it loads, naming the modules vLLM's LoRA can wrap and the ones it
+    got (vLLM answers the failed load with a 500); the server goes on serving."""
+    response = lora_server.post(
+        "/v1/load_lora_adapter", {"lora_name": "heads", "lora_path": str(lora_dir / "lora-heads")}
+    )
+    assert response.status_code == 500, response.text
+    message = response.json()["error"]["message"]
+    assert "expected target modules" in message and "prompt_rep_layer.0" in message, message
+    data = {"text": corpus["texts"][0], "labels": corpus["label_sets"]["5"]}
+    assert lora_server.pooling(data, model="heads").status_code == 404
+    assert lora_server.pooling(data, model=ENCODED_ADAPTERS[0]).status_code == 200

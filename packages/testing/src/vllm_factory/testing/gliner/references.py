@@ -46,12 +46,20 @@ def gliner_peft_env() -> ReferenceEnv:
 
 ADAPTER = SCRIPTS / "gliner_adapter.py"
 # The LoRA suite's adapters (``scripts/gliner_adapter.py`` arguments) on a package's tiny
-# checkpoint: every encoder projection at rank 4, and query / value only at rank 8 (so that
-# the server pads ranks).
+# checkpoint, PEFT on gliner's encoder: every encoder projection at rank 4, and query / value
+# only at rank 8 (so that the server pads ranks); PEFT on gliner's whole model (names under
+# ``token_rep_layer.bert_layer.model.``) on encoder projections, and one that also targets a
+# head layer (``prompt_rep_layer.0``), which the server refuses (its head is not vLLM layers).
 ADAPTERS: dict[str, list[str | int]] = {
     "lora-a": ["--seed", 1, "--rank", 4, "--alpha", 8],
     "lora-b": ["--seed", 2, "--rank", 8, "--alpha", 16, "--targets", "query_proj", "value_proj"],
-}
+    "lora-whole": ["--seed", 3, "--rank", 4, "--alpha", 8, "--whole-model",
+                   "--targets", "query_proj", "key_proj", "dense"],
+    "lora-heads": ["--seed", 4, "--rank", 4, "--alpha", 8, "--whole-model",
+                   "--targets", "query_proj", "prompt_rep_layer.0"],
+}  # fmt: skip
+# The adapters gliner's outputs are written for (served and compared).
+ENCODED_ADAPTERS = ("lora-a", "lora-b", "lora-whole")
 
 GLINKER_REQUIREMENTS = KIT / "requirements-glinker.txt"
 
@@ -140,16 +148,17 @@ class GLiNERReference:
         checkpoint = self.reference_dir() / "checkpoint"
         env = gliner_peft_env().ensure()
         for name, arguments in ADAPTERS.items():
+            outputs = ["--out-scores", target / f"{name}-scores.npz",
+                       "--entities", target / f"{name}-entities.json"]  # fmt: skip
             env.run(
                 ADAPTER, "--checkpoint", checkpoint, "--corpus", CORPUS, "--out", target / name,
-                "--out-scores", target / f"{name}-scores.npz",
-                "--entities", target / f"{name}-entities.json", *arguments,
+                *(outputs if name in ENCODED_ADAPTERS else []), *arguments,
             )  # fmt: skip
 
     def adapters_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>-lora-<hash>/``: one folder per adapter of
-        :data:`ADAPTERS` (PEFT's layout, on gliner's encoder) on :meth:`reference_dir`'s
-        checkpoint, and gliner's outputs with each applied in process: ``<name>-scores.npz``
+        :data:`ADAPTERS` (PEFT's layout) on :meth:`reference_dir`'s checkpoint, and for each of
+        :data:`ENCODED_ADAPTERS` gliner's outputs with it applied in process: ``<name>-scores.npz``
         and ``<name>-entities.json``, in :meth:`reference_dir`'s format."""
         base = self.reference_dir()
         inputs = [ADAPTER, ENCODE, PEFT_REQUIREMENTS, KIT / "references.py"]

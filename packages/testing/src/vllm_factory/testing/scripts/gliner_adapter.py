@@ -2,8 +2,8 @@
 applied in process (runs in the gliner + peft venv)::
 
     python gliner_adapter.py --checkpoint DIR --corpus corpus.json --out ADAPTER_DIR \
-        --out-scores scores.npz --entities entities.json --seed 1 \
-        [--rank 4] [--alpha 8] [--targets query_proj key_proj value_proj dense]
+        [--out-scores scores.npz --entities entities.json] --seed 1 \
+        [--rank 4] [--alpha 8] [--targets query_proj key_proj value_proj dense] [--whole-model]
 
 The adapter is PEFT's ``LoraConfig`` on gliner's encoder, the Hugging Face model at
 ``model.model.token_rep_layer.bert_layer.model``: the module gliner.serve's PolyLoRA wraps,
@@ -11,11 +11,14 @@ and the one gliner itself wraps with ``get_peft_model`` when an encoder folder h
 ``adapter_config.json``. Its ``lora_A`` and ``lora_B`` matrices are drawn from a seeded normal
 (PEFT starts ``lora_B`` at zero, which would leave the outputs unchanged), and it is saved
 with ``save_pretrained(out)``: ``adapter_config.json`` + ``adapter_model.safetensors``, names
-``base_model.model.encoder.layer.N.<module>.lora_A.weight``.
+``base_model.model.encoder.layer.N.<module>.lora_A.weight``. ``--whole-model``: PEFT on
+gliner's whole torch model (``model.model``) instead, names
+``base_model.model.token_rep_layer.bert_layer.model.encoder...`` (targets may then name head
+modules too, e.g. ``prompt_rep_layer.0``).
 
 The outputs are those of a fresh gliner model whose encoder is replaced by
 ``PeftModel.from_pretrained(encoder, out)`` (the saved adapter, as a server loads it), in the
-parity suite's format (``gliner_encode.py``): ``--out-scores`` the token ids, word counts and
+parity suite's format (``gliner_encode.py``), when asked for: ``--out-scores`` the token ids, word counts and
 span x label scores of every (label set, text); ``--entities`` ``GLiNER.inference``'s entity
 lists per label set, decoding mode and threshold.
 
@@ -44,19 +47,26 @@ def probe(model) -> np.ndarray:
     return scores_for(model, PROBE_TEXT, PROBE_LABELS)[0]
 
 
+def adapted_owner(model, whole: bool) -> tuple[object, str]:
+    """The module that holds the adapted one, and its attribute name: gliner's encoder
+    (``token_rep_layer.bert_layer.model``) or, ``whole``, gliner's torch model."""
+    return (model, "model") if whole else (model.model.token_rep_layer.bert_layer, "model")
+
+
 def make_adapter(checkpoint: Path, out: Path, seed: int, rank: int, alpha: float,
-                 targets: list[str]) -> tuple[dict, np.ndarray]:  # fmt: skip
+                 targets: list[str], whole: bool) -> tuple[dict, np.ndarray]:  # fmt: skip
     from gliner_encode import load
     from peft import LoraConfig, get_peft_model
 
     model = load(checkpoint, "float32")
     base = probe(model)
-    layer = model.model.token_rep_layer.bert_layer
+    owner, attribute = adapted_owner(model, whole)
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)
-    layer.model = get_peft_model(layer.model, config)
+    peft_model = get_peft_model(getattr(owner, attribute), config)
+    setattr(owner, attribute, peft_model)
     generator = torch.Generator().manual_seed(seed)
     adapted_layers = 0
-    for _, module in sorted(layer.model.named_modules()):
+    for _, module in sorted(peft_model.named_modules()):
         if not (hasattr(module, "lora_A") and hasattr(module, "lora_B")):
             continue
         for key in module.lora_A:
@@ -69,20 +79,21 @@ def make_adapter(checkpoint: Path, out: Path, seed: int, rank: int, alpha: float
     adapted = probe(model.eval())
     change = float(np.abs(adapted - base).max())
     assert change > 1e-3, f"the adapter moves the probe's scores by only {change:.2e}"
-    layer.model.save_pretrained(str(out))
-    figures = {"seed": seed, "rank": rank, "alpha": alpha, "targets": targets,
+    peft_model.save_pretrained(str(out))
+    figures = {"seed": seed, "rank": rank, "alpha": alpha, "targets": targets, "whole": whole,
                "lora_layers": adapted_layers, "probe_max_change": change}  # fmt: skip
     return figures, adapted
 
 
-def with_adapter(checkpoint: Path, adapter: Path):
-    """A fresh gliner model, its encoder wrapped by PEFT with the saved adapter."""
+def with_adapter(checkpoint: Path, adapter: Path, whole: bool):
+    """A fresh gliner model, its encoder (``whole``: its torch model) wrapped by PEFT with the
+    saved adapter."""
     from gliner_encode import load
     from peft import PeftModel
 
     model = load(checkpoint, "float32")
-    layer = model.model.token_rep_layer.bert_layer
-    layer.model = PeftModel.from_pretrained(layer.model, str(adapter))
+    owner, attribute = adapted_owner(model, whole)
+    setattr(owner, attribute, PeftModel.from_pretrained(getattr(owner, attribute), str(adapter)))
     return model.eval()
 
 
@@ -93,27 +104,30 @@ def main() -> None:
     ap.add_argument("--checkpoint", required=True, type=Path)
     ap.add_argument("--corpus", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--out-scores", required=True, type=Path)
-    ap.add_argument("--entities", required=True, type=Path)
+    ap.add_argument("--out-scores", type=Path)
+    ap.add_argument("--entities", type=Path)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rank", type=int, default=4)
     ap.add_argument("--alpha", type=float, default=8.0)
     ap.add_argument("--targets", nargs="+",
                     default=["query_proj", "key_proj", "value_proj", "dense"])  # fmt: skip
+    ap.add_argument("--whole-model", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     figures, adapted = make_adapter(
-        args.checkpoint, args.out, args.seed, args.rank, args.alpha, args.targets
+        args.checkpoint, args.out, args.seed, args.rank, args.alpha, args.targets, args.whole_model
     )
-    model = with_adapter(args.checkpoint, args.out)
+    model = with_adapter(args.checkpoint, args.out, args.whole_model)
     reloaded = float(np.abs(probe(model) - adapted).max())
     assert reloaded < 1e-6, f"the reloaded adapter differs from the saved model: {reloaded}"
+    print(json.dumps(figures))
+    if args.out_scores is None or args.entities is None:
+        return
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
     np.savez(args.out_scores, **score_arrays(model, corpus))
     entities = entity_lists(model, corpus)
     entities["adapter"] = figures
     args.entities.write_text(json.dumps(entities, ensure_ascii=False), encoding="utf-8")
-    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
