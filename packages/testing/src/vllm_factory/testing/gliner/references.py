@@ -45,6 +45,7 @@ def gliner_peft_env() -> ReferenceEnv:
 
 
 ADAPTER = SCRIPTS / "gliner_adapter.py"
+LORA_WEIGHTS = SCRIPTS / "lora_weights.py"  # the adapter script imports it
 # The LoRA suite's adapters (``scripts/gliner_adapter.py`` arguments) on a package's tiny
 # checkpoint, PEFT on gliner's encoder: every encoder projection at rank 4, and query / value
 # only at rank 8 (so that the server pads ranks); PEFT on gliner's whole model (names under
@@ -161,7 +162,7 @@ class GLiNERReference:
         :data:`ENCODED_ADAPTERS` gliner's outputs with it applied in process: ``<name>-scores.npz``
         and ``<name>-entities.json``, in :meth:`reference_dir`'s format."""
         base = self.reference_dir()
-        inputs = [ADAPTER, ENCODE, PEFT_REQUIREMENTS, KIT / "references.py"]
+        inputs = [ADAPTER, LORA_WEIGHTS, ENCODE, PEFT_REQUIREMENTS, KIT / "references.py"]
         return cached_artifact(f"{base.name}-lora", inputs, self._build_adapters)
 
     def exports(self):

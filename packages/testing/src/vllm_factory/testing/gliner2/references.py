@@ -26,6 +26,7 @@ CASES = KIT / "cases.json"
 REQUIREMENTS = KIT / "requirements-gliner2.txt"
 ENCODE = SCRIPTS / "gliner2_encode.py"
 ADAPTER = SCRIPTS / "gliner2_adapter.py"
+LORA_WEIGHTS = SCRIPTS / "lora_weights.py"  # the adapter script imports it
 # The LoRA adapters of the LoRA suite (``scripts/gliner2_adapter.py`` arguments), made with
 # gliner2's own API on the package's tiny checkpoint: two on the encoder (every projection at
 # rank 4; query and value only at rank 8, so that the server pads ranks), and one that also
@@ -124,7 +125,9 @@ class GLiNER2Reference:
         ``-fp64`` in float64), in :meth:`reference_dir`'s format."""
         base = self.reference_dir()
         return cached_artifact(
-            f"{base.name}-lora", [ADAPTER, ENCODE, KIT / "references.py"], self._build_adapters
+            f"{base.name}-lora",
+            [ADAPTER, LORA_WEIGHTS, ENCODE, KIT / "references.py"],
+            self._build_adapters,
         )
 
     def exports(self):

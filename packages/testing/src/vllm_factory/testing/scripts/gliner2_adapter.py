@@ -29,6 +29,7 @@ import json
 from pathlib import Path
 
 import torch
+from lora_weights import draw_lora_factors
 
 # The case used for the checks: a text with an entity and a classification task, through the
 # library's own call.
@@ -38,10 +39,6 @@ PROBE = {
                            "classifications": [{"task": "topic",
                                                 "labels": ["science", "sport", "music"]}]}},
 }  # fmt: skip
-# Scale of the drawn matrices: lora_A rows ~ N(0, 1 / in), lora_B ~ N(0, B_STD^2); with the
-# alpha / rank scaling the update is a modest fraction of the tiny encoder's own weights
-# (drawn with std 0.3).
-B_STD = 0.05
 
 
 def probe_scores(model) -> torch.Tensor:
@@ -68,17 +65,7 @@ def make_adapter(checkpoint: Path, out: Path, seed: int, rank: int, alpha: float
     model.sync_collapsed_decode = False
     base = probe_scores(model)
     peft_model = model.apply_lora(r=rank, alpha=alpha, targets=targets)
-    generator = torch.Generator().manual_seed(seed)
-    layers = 0
-    for name, module in sorted(peft_model.named_modules()):
-        if not (hasattr(module, "lora_A") and hasattr(module, "lora_B")):
-            continue
-        for key in module.lora_A:
-            a, b = module.lora_A[key].weight, module.lora_B[key].weight
-            with torch.no_grad():
-                a.copy_(torch.randn(a.shape, generator=generator) / a.shape[1] ** 0.5)
-                b.copy_(torch.randn(b.shape, generator=generator) * B_STD)
-            layers += 1
+    layers = draw_lora_factors(peft_model, seed)
     assert layers, f"targets {targets} matched no module"
     adapted = probe_scores(model)  # PEFT injected the layers into the model itself
     change = moved(base, adapted)

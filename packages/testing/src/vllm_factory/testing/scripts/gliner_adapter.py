@@ -34,9 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from lora_weights import draw_lora_factors
 
-# Scale of the drawn matrices: lora_A rows ~ N(0, 1 / in), lora_B ~ N(0, B_STD^2).
-B_STD = 0.05
 PROBE_TEXT = "Ada Lovelace wrote the first program for Charles Babbage in London in 1843."
 PROBE_LABELS = ["person", "location", "date"]
 
@@ -64,17 +63,7 @@ def make_adapter(checkpoint: Path, out: Path, seed: int, rank: int, alpha: float
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)
     peft_model = get_peft_model(getattr(owner, attribute), config)
     setattr(owner, attribute, peft_model)
-    generator = torch.Generator().manual_seed(seed)
-    adapted_layers = 0
-    for _, module in sorted(peft_model.named_modules()):
-        if not (hasattr(module, "lora_A") and hasattr(module, "lora_B")):
-            continue
-        for key in module.lora_A:
-            a, b = module.lora_A[key].weight, module.lora_B[key].weight
-            with torch.no_grad():
-                a.copy_(torch.randn(a.shape, generator=generator) / a.shape[1] ** 0.5)
-                b.copy_(torch.randn(b.shape, generator=generator) * B_STD)
-            adapted_layers += 1
+    adapted_layers = draw_lora_factors(peft_model, seed)
     assert adapted_layers, f"targets {targets} matched no module"
     adapted = probe(model.eval())
     change = float(np.abs(adapted - base).max())
