@@ -21,7 +21,7 @@ def test_single_text_and_list():
         {"text": ["a"] * 1025},
         {"text": "a", "encoding_format": "bytes"},
         {"text": "a", "encoding_format": None},
-        {"text": "a", "encoding_format": "base64", "embed_dtype": "int8"},
+        {"text": "a", "encoding_format": "base64", "embed_dtype": "int4"},
         {"text": "a", "encoding_format": "base64", "embed_dtype": "fp8_e4m3"},
     ],
 )
@@ -44,6 +44,19 @@ def test_embed_dtype_defaults_to_float32_and_takes_half_precision_with_base64():
         assert request.embed_dtype == dtype and request.problem() is None
 
 
+def test_compact_dtypes_take_json_or_base64_and_scoring():
+    for dtype in ("int8", "uint8", "binary", "ubinary"):
+        for fmt in ("float", "base64"):
+            request = ColBERTRequest.model_validate(
+                {"text": "a", "encoding_format": fmt, "embed_dtype": dtype}
+            )
+            assert request.problem() is None
+        scoring = {"query": "q", "documents": ["a"], "embed_dtype": dtype}
+        assert ColBERTRequest.model_validate(scoring).problem() is None
+    ranges = {"embed_dtype": "int8", "calibration": [[-1, -0.5], [1, 0.5]]}
+    assert ColBERTRequest.model_validate({"text": "a", **ranges}).problem() is None
+
+
 def test_scoring_form():
     request = ColBERTRequest.model_validate({"query": "q", "documents": ["a", "b"], "top_k": 1})
     assert request.problem() is None and request.is_scoring
@@ -61,6 +74,21 @@ def test_scoring_form():
         ({}, "data.text"),
         ({"text": "a", "embed_dtype": "float16"}, "data.embed_dtype"),
         ({"query": "q", "documents": ["a"], "embed_dtype": "float16"}, "data.embed_dtype"),
+        ({"text": "a", "embed_dtype": "binary", "calibration": [[0.0], [1.0]]}, "data.calibration"),
+        (
+            {"text": "a", "embed_dtype": "int8", "calibration": [[0.0], [1.0, 2.0]]},
+            "data.calibration",
+        ),
+        ({"text": "a", "embed_dtype": "int8", "calibration": [[0.0]]}, "data.calibration"),
+        ({"text": "a", "embed_dtype": "uint8", "calibration": [[2.0], [1.0]]}, "data.calibration"),
+        (
+            {"text": "a", "embed_dtype": "int8", "calibration": [[0.0], [float("inf")]]},
+            "data.calibration",
+        ),
+        (
+            {"query": "q", "documents": ["a"], "embed_dtype": "int8", "calibration": [[0.0], []]},
+            "data.calibration",
+        ),
     ],
 )
 def test_forms_that_do_not_fit_name_the_field(data, field):

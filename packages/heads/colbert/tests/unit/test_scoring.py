@@ -24,3 +24,30 @@ def test_top_k_best_first_ties_in_input_order():
         {"index": 1, "score": 0.5}, {"index": 2, "score": 0.5}, {"index": 3, "score": 0.2},
     ]  # fmt: skip
     assert len(top_k([0.1], 5)) == 1
+
+
+def test_scores_as_each_dtype():
+    import numpy as np
+    from vllm_factory.core.quantize import dequantize, quantize, ranges_of
+    from vllm_factory.heads.colbert.scoring import scores_as
+
+    rng = np.random.default_rng(0)
+    query = rng.standard_normal((4, 16)).astype(np.float32)
+    documents = [rng.standard_normal((n, 16)).astype(np.float32) for n in (3, 6)]
+    floats = scores_as("float32", query, documents)
+    assert floats == maxsim_scores(
+        torch.from_numpy(query), [torch.from_numpy(d) for d in documents]
+    )
+    for dtype in ("binary", "ubinary"):
+        want = [
+            float(((query[:, None] > 0) == (d[None] > 0)).sum(-1).max(axis=1).sum())
+            for d in documents
+        ]
+        assert scores_as(dtype, query, documents) == want
+    ranges = ranges_of(np.concatenate(documents))
+    for dtype in ("int8", "uint8"):
+        read_back = [dequantize(quantize(d, dtype, ranges), dtype, ranges) for d in documents]
+        want = maxsim_scores(torch.from_numpy(query), [torch.from_numpy(d) for d in read_back])
+        assert scores_as(dtype, query, documents) == pytest.approx(want)
+        given = ranges.tolist()
+        assert scores_as(dtype, query, documents, given) == pytest.approx(want)

@@ -72,3 +72,22 @@ def test_decode_reads_every_answer_form():
         assert len(got) == 2
         np.testing.assert_array_equal(got[0], a)
         np.testing.assert_array_equal(got[1], b)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "binary", "ubinary"])
+def test_compact_vectors_round_trip_in_json_and_base64(dtype):
+    from vllm_factory.core.quantize import quantize_all
+    from vllm_factory.heads.colbert.vectors import compact_vectors
+
+    rng = np.random.default_rng(0)
+    matrices = [rng.standard_normal((n, 16)).astype(np.float32) for n in (3, 5)]
+    compact = compact_vectors(matrices, dtype, None)
+    want = quantize_all(matrices, dtype)
+    for got, expected in zip(compact, want):
+        np.testing.assert_array_equal(got, expected)
+        for fmt in ("float", "base64"):
+            item = encode_vectors(got, fmt, dtype)
+            assert item["dtype"] == dtype
+            back = decode_vectors(item)
+            assert back.dtype == expected.dtype
+            np.testing.assert_array_equal(back, expected)

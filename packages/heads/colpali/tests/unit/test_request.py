@@ -51,7 +51,7 @@ def test_mixed_or_missing_fields_name_the_field(data, field):
         {"text": " "},
         {"query": "q", "images": ["x"], "top_k": 0},
         {"text": "a", "encoding_format": "int8"},
-        {"text": "a", "encoding_format": "base64", "embed_dtype": "int8"},
+        {"text": "a", "encoding_format": "base64", "embed_dtype": "int4"},
         {"text": "a", "unknown": 1},
     ],
 )
@@ -79,3 +79,16 @@ def test_an_image_as_a_document_is_accepted_as_vllm_factory_0_2_sends_it():
     """``{"image": ..., "is_query": false}`` (0.2's README): images are documents."""
     request = parse({"image": "aGVsbG8=", "is_query": False})
     assert request.problem() is None and request.image_sources == ["aGVsbG8="]
+
+
+def test_compact_embed_dtype_in_both_forms():
+    for dtype in ("int8", "uint8", "binary", "ubinary"):
+        for data in (
+            {"image": "x", "embed_dtype": dtype},
+            {"query": "q", "images": ["x"], "embed_dtype": dtype},
+        ):
+            assert ColPaliRequest.model_validate(data).problem() is None
+    bad = {"image": "x", "embed_dtype": "ubinary", "calibration": [[0.0], [1.0]]}
+    assert ColPaliRequest.model_validate(bad).problem()[0] == "data.calibration"
+    bad = {"query": "q", "images": ["x"], "embed_dtype": "int8", "calibration": [[1.0], [0.0]]}
+    assert ColPaliRequest.model_validate(bad).problem()[0] == "data.calibration"

@@ -33,3 +33,24 @@ def test_valid_requests():
 def test_invalid_requests(data):
     with pytest.raises(ValidationError):
         EmbeddingGemmaRequest.model_validate(data)
+
+
+def test_embed_dtype_and_calibration():
+    for dtype in ("float32", "int8", "uint8", "binary", "ubinary"):
+        assert (
+            EmbeddingGemmaRequest.model_validate({"text": "a", "embed_dtype": dtype}).problem()
+            is None
+        )
+    with pytest.raises(ValidationError):
+        EmbeddingGemmaRequest.model_validate({"text": "a", "embed_dtype": "float16"})
+    ok = {"text": "a", "embed_dtype": "uint8", "calibration": [[0, -1.0], [1, 1.0]]}
+    assert EmbeddingGemmaRequest.model_validate(ok).problem() is None
+    for calibration, dtype in (
+        ([[0.0], [1.0]], "binary"),
+        ([[0.0], [1.0, 2.0]], "int8"),
+        ([[1.0], [0.0]], "int8"),
+        ([[float("nan")], [0.0]], "int8"),
+    ):
+        data = {"text": "a", "embed_dtype": dtype, "calibration": calibration}
+        field, message = EmbeddingGemmaRequest.model_validate(data).problem()
+        assert field == "data.calibration" and message.startswith(field)

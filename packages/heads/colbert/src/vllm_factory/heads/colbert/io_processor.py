@@ -3,7 +3,8 @@
 Encoding: request ``data`` ``{"text": str | [str, ...], "is_query": bool = false}``; response
 ``data`` for one text (a string): its token vectors, ``[[float, ...], ...]``; for a list of
 texts: one ``{"embeddings": [[float, ...], ...], "num_tokens": int}`` per text, in input
-order; vectors are L2-normalised. With ``"encoding_format": "base64"`` in ``data``, a text
+order; vectors are L2-normalised (or compact, ``embed_dtype``: see ``vectors``). With
+``"encoding_format": "base64"`` in ``data``, a text
 gets such an item (one text: the item itself, a list: one per text), its ``embeddings`` the
 base64 of the ``[num_tokens, dim]`` little-endian float32 matrix (row-major), and ``dim`` is
 added.
@@ -34,13 +35,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from vllm_factory.core import compat, envs
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.quantize import COMPACT_DTYPES, calibration_refusal
 from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.heads.colbert.expansion import expansion_token_id
 from vllm_factory.heads.colbert.request import ColBERTRequest
-from vllm_factory.heads.colbert.scoring import maxsim_scores, top_k
+from vllm_factory.heads.colbert.scoring import scores_as, top_k
 from vllm_factory.heads.colbert.settings import (
     PYLATE,
     SENTENCE_TRANSFORMERS,
@@ -48,7 +49,7 @@ from vllm_factory.heads.colbert.settings import (
     UnsupportedColBERTConfig,
     read_colbert_settings,
 )
-from vllm_factory.heads.colbert.vectors import as_float32, encode_vectors
+from vllm_factory.heads.colbert.vectors import as_float32, compact_vectors, encode_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -188,20 +189,23 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
 
     def build_response(self, request: ColBERTRequest, outputs: Sequence[Any]) -> list | dict:
         if request.is_scoring:
-            query = torch.from_numpy(self.kept_vectors(outputs[0], is_query=True))
-            documents = [
-                torch.from_numpy(self.kept_vectors(o, is_query=False)) for o in outputs[1:]
-            ]
-            scores = maxsim_scores(query, documents)
+            query = self.kept_vectors(outputs[0], is_query=True)
+            documents = [self.kept_vectors(o, is_query=False) for o in outputs[1:]]
+            with calibration_refusal():
+                scores = scores_as(request.embed_dtype, query, documents, request.calibration)
             if request.top_k is None:
                 return {"scores": scores}
             return {"scores": scores, "top": top_k(scores, request.top_k)}
-        if request.bare_vectors:  # one text, float vectors: vLLM Factory 0.2's form
-            return self.kept_vectors(outputs[0], request.is_query).tolist()
-        results = []
-        for output in outputs:
-            vectors = self.kept_vectors(output, request.is_query)
-            results.append(encode_vectors(vectors, request.encoding_format, request.embed_dtype))
+        matrices = [self.kept_vectors(output, request.is_query) for output in outputs]
+        if request.embed_dtype in COMPACT_DTYPES:
+            with calibration_refusal():
+                matrices = compact_vectors(matrices, request.embed_dtype, request.calibration)
+        if request.bare_vectors:  # one text, JSON vectors: vLLM Factory 0.2's form
+            return matrices[0].tolist()
+        results = [
+            encode_vectors(vectors, request.encoding_format, request.embed_dtype)
+            for vectors in matrices
+        ]
         return results[0] if isinstance(request.text, str) else results
 
     def kept_vectors(self, output: Any, is_query: bool) -> np.ndarray:

@@ -14,6 +14,13 @@ answering ~900 documents/s sends over its network (315 MB/s in float32). Same en
 0.006 against 0.013 ms); max error of a unit-norm vector's number: 1.2e-4 (float16), 9.7e-4
 (bfloat16). The item then says ``"dtype"``; :func:`decode_vectors` reads any of them back as
 float32 (and :func:`decode_response` every text of a response).
+
+Compact vectors (``"int8"``, ``"uint8"``, ``"binary"``, ``"ubinary"``; JSON ints or base64, the
+item then saying ``"dtype"`` and ``dim`` counting the matrix's columns: bytes of packed bits
+for the binary types): sentence-transformers' ``quantize_embeddings`` of the float vectors
+(:mod:`vllm_factory.core.quantize`); int8 / uint8 calibrated on the request's ``calibration``
+ranges, else on every vector of the request together. :func:`decode_vectors` returns them in
+their own integer dtype.
 """
 
 from __future__ import annotations
@@ -23,6 +30,13 @@ import sys
 import numpy as np
 import pybase64
 import torch
+from vllm_factory.core.quantize import (
+    COMPACT_DTYPES,
+    NUMPY_DTYPES,
+    SCALAR_DTYPES,
+    calibration_problem,
+    quantize_all,
+)
 
 ENCODING_FORMATS = ("float", "base64")
 
@@ -31,7 +45,10 @@ def encode_vectors(vectors: np.ndarray, encoding_format: str, embed_dtype: str =
     """One item of a response: ``embeddings`` in ``encoding_format`` (base64 numbers in
     ``embed_dtype``) and ``num_tokens``."""
     if encoding_format == "base64":
-        raw = _little_endian_bytes(vectors, embed_dtype)
+        if embed_dtype in COMPACT_DTYPES:
+            raw = np.ascontiguousarray(vectors, dtype=NUMPY_DTYPES[embed_dtype]).tobytes()
+        else:
+            raw = _little_endian_bytes(vectors, embed_dtype)
         item = {
             "embeddings": pybase64.b64encode(raw).decode("ascii"),
             "num_tokens": len(vectors),
@@ -40,7 +57,10 @@ def encode_vectors(vectors: np.ndarray, encoding_format: str, embed_dtype: str =
         if embed_dtype != "float32":
             item["dtype"] = embed_dtype
         return item
-    return {"embeddings": vectors.tolist(), "num_tokens": len(vectors)}
+    item = {"embeddings": vectors.tolist(), "num_tokens": len(vectors)}
+    if embed_dtype in COMPACT_DTYPES:
+        item["dtype"] = embed_dtype
+    return item
 
 
 def _little_endian_bytes(vectors: np.ndarray, embed_dtype: str) -> bytes:
@@ -62,9 +82,13 @@ def decode_vectors(item: dict | list) -> np.ndarray:
         return np.asarray(item, dtype=np.float32).reshape(len(item), -1)
     embeddings = item["embeddings"]
     if not isinstance(embeddings, str):
-        return np.asarray(embeddings, dtype=np.float32).reshape(item["num_tokens"], -1)
+        dtype = NUMPY_DTYPES.get(item.get("dtype", "float32"), np.float32)
+        return np.asarray(embeddings, dtype=dtype).reshape(item["num_tokens"], -1)
     raw = pybase64.b64decode(embeddings)
     dtype = item.get("dtype", "float32")
+    if dtype in COMPACT_DTYPES:
+        flat = np.frombuffer(raw, dtype=NUMPY_DTYPES[dtype])
+        return flat.reshape(item["num_tokens"], item["dim"])
     if dtype == "bfloat16":
         bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
         flat = bits.view(np.float32)
@@ -81,14 +105,42 @@ def decode_response(data: dict | list) -> list[np.ndarray]:
     return [decode_vectors(item) for item in data]
 
 
-def embed_dtype_problem(encoding_format: str, embed_dtype: str) -> tuple[str, str] | None:
-    """``embed_dtype`` other than float32 asks for base64 numbers: JSON floats have no dtype."""
-    if embed_dtype != "float32" and encoding_format != "base64":
-        return "data.embed_dtype", (
-            f"data.embed_dtype: {embed_dtype} applies to base64 vectors; "
-            'set data.encoding_format to "base64"'
-        )
+def embed_dtype_problem(
+    encoding_format: str | None, embed_dtype: str, calibration: list[list[float]] | None = None
+) -> tuple[str, str] | None:
+    """float16 / bfloat16 ask for base64 numbers (JSON floats have no dtype) and scoring
+    (``encoding_format`` None) takes float32 or a compact dtype; ``calibration`` goes with int8 /
+    uint8 only and must be usable ranges."""
+    if embed_dtype in ("float16", "bfloat16"):
+        if encoding_format is None:
+            return "data.embed_dtype", (
+                f"data.embed_dtype: scoring takes float32, int8, uint8, binary or ubinary, "
+                f"not {embed_dtype}"
+            )
+        if encoding_format != "base64":
+            return "data.embed_dtype", (
+                f"data.embed_dtype: {embed_dtype} applies to base64 vectors; "
+                'set data.encoding_format to "base64"'
+            )
+    if calibration is not None:
+        if embed_dtype not in SCALAR_DTYPES:
+            return "data.calibration", (
+                f"data.calibration: applies to embed_dtype int8 or uint8, not {embed_dtype}"
+            )
+        problem = calibration_problem(calibration)
+        if problem is not None:
+            return "data.calibration", f"data.calibration: {problem}"
     return None
+
+
+def compact_vectors(
+    matrices: list[np.ndarray], embed_dtype: str, calibration: list[list[float]] | None
+) -> list[np.ndarray]:
+    """A request's float matrices in a compact ``embed_dtype``, int8 / uint8 sharing one
+    calibration (``calibration``, else every row together); raises
+    :class:`vllm_factory.core.quantize.CalibrationError` where it cannot apply."""
+    ranges = None if calibration is None else np.asarray(calibration, dtype=np.float32)
+    return quantize_all(matrices, embed_dtype, ranges)
 
 
 def as_float32(tensor: torch.Tensor) -> np.ndarray:

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
 from vllm_factory.core import compat, envs, metrics
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.quantize import COMPACT_DTYPES, calibration_refusal
 from vllm_factory.core.tokens import first_cut, tokenize_cut
-from vllm_factory.heads.colbert.scoring import maxsim_scores, top_k
-from vllm_factory.heads.colbert.vectors import as_float32, encode_vectors
+from vllm_factory.heads.colbert.scoring import scores_as, top_k
+from vllm_factory.heads.colbert.vectors import as_float32, compact_vectors, encode_vectors
 from vllm_factory.heads.colpali.fetch import Fetcher, FetchError, MediaPolicy
 from vllm_factory.heads.colpali.images import (
     HTTP_URL,
@@ -177,13 +177,15 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
         vectors = [as_float32(output.outputs.data) for output in outputs]
         if request.is_scoring:
             query, documents = vectors[0], vectors[1:]
-            scores = maxsim_scores(
-                torch.from_numpy(query), [torch.from_numpy(d) for d in documents]
-            )
+            with calibration_refusal():
+                scores = scores_as(request.embed_dtype, query, documents, request.calibration)
             if request.top_k is None:
                 return {"scores": scores}
             return {"scores": scores, "top": top_k(scores, request.top_k)}
-        if request.bare_vectors:  # one text or image, float vectors: 0.2's form
+        if request.embed_dtype in COMPACT_DTYPES:
+            with calibration_refusal():
+                vectors = compact_vectors(vectors, request.embed_dtype, request.calibration)
+        if request.bare_vectors:  # one text or image, JSON vectors: 0.2's form
             return vectors[0].tolist()
         items = [encode_vectors(v, request.encoding_format, request.embed_dtype) for v in vectors]
         return items[0] if request.one_input else items

@@ -4,11 +4,12 @@ Two forms:
 
 - encoding: ``{"text": str | [str, ...], "is_query": bool}`` or ``{"image": str | [str, ...]}``
   (each image: raw base64, a ``data:`` URL, an http(s) URL or a local path; see ``images``),
-  plus ``"encoding_format": "float" | "base64"`` and, for base64, ``"embed_dtype"``; returns
+  plus ``"encoding_format": "float" | "base64"``, ``"embed_dtype"`` and ``"calibration"``; returns
   one input's token vectors (a string, float vectors; its base64 item with base64), or one
   item per input (a list);
 - scoring: ``{"query": str, "images": [str, ...], "documents": [str, ...], "top_k": int}``
-  (images and/or text documents) returns one MaxSim score per document, images first, the
+  (images and/or text documents; ``embed_dtype`` and ``calibration`` pick the vectors scored)
+  returns one MaxSim score per document, images first, the
   vectors never leaving the server.
 """
 
@@ -52,7 +53,7 @@ class ColPaliRequest(VectorsRequest):
         """(field, message) when the fields do not form one of the request forms."""
         given = self.model_fields_set
         scoring = {"query", "images", "documents", "top_k"} & given
-        encoding = {"text", "image", "is_query", "encoding_format", "embed_dtype"} & given
+        encoding = {"text", "image", "is_query", "encoding_format"} & given
         if scoring and encoding:
             field = min(encoding)
             return f"data.{field}", (
@@ -63,14 +64,14 @@ class ColPaliRequest(VectorsRequest):
                 return "data.query", "data.query: field required to score images or documents"
             if self.images is None and self.documents is None:
                 return "data.images", "data.images: give images and/or documents to score"
-            return None
+            return embed_dtype_problem(None, self.embed_dtype, self.calibration)
         if self.text is not None and self.image is not None:
             return "data.image", "data.image: send either text or image, not both"
         if self.text is None and self.image is None:
             return "data.text", "data.text: field required (or data.image, or data.query)"
         if self.image is not None and self.is_query:
             return "data.is_query", "data.is_query: images are documents (is_query false only)"
-        return embed_dtype_problem(self.encoding_format, self.embed_dtype)
+        return embed_dtype_problem(self.encoding_format, self.embed_dtype, self.calibration)
 
     @property
     def one_input(self) -> bool:

@@ -8,6 +8,11 @@ list of texts, one ``{"embedding": [...], "num_tokens": int}`` per text, in inpu
 
 ``dimensions`` keeps the first values of the checkpoint's (normalised) embedding, exactly as
 ``SentenceTransformer.encode(..., truncate_dim=dimensions)`` returns it: not re-normalised.
+
+``embed_dtype`` (``int8``, ``uint8``, ``binary``, ``ubinary``) returns those vectors (after
+``dimensions``) as JSON ints, as sentence-transformers' ``quantize_embeddings`` makes them;
+int8 / uint8 calibrated on ``calibration`` (``[[min per dimension], [max per dimension]]``),
+else on the request's vectors together (two texts at least).
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import torch
 from vllm_factory.core import compat, envs
 from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.quantize import COMPACT_DTYPES, calibration_refusal, quantize
 from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.models.embeddinggemma import ARCHITECTURE
 from vllm_factory.models.embeddinggemma.request import EmbeddingGemmaRequest
@@ -71,6 +79,9 @@ class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
 
     def parse_data(self, data: object) -> EmbeddingGemmaRequest:
         request = super().parse_data(data)
+        problem = request.problem()
+        if problem is not None:
+            raise compat.validation_error(problem[1], problem[0])
         prompts = self.settings.prompts
         if request.prompt_name is not None and request.prompt_name not in prompts:
             known = ", ".join(sorted(prompts)) or "none"
@@ -108,13 +119,22 @@ class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
         return [self.encode(text, request.prompt_name) for text in request.texts]
 
     def build_response(self, request: EmbeddingGemmaRequest, outputs: Sequence[Any]) -> list:
-        results = []
+        vectors = []
         for output in outputs:
             vector = output.outputs.data
             if request.dimensions is not None:
                 vector = vector[: request.dimensions]
-            results.append(
-                {"embedding": vector.float().tolist(), "num_tokens": len(output.prompt_token_ids)}
-            )
+            vectors.append(vector.to("cpu", torch.float32).numpy())
+        if request.embed_dtype in COMPACT_DTYPES:
+            rows = np.stack(vectors)
+            ranges = None
+            if request.calibration is not None:
+                ranges = np.asarray(request.calibration, dtype=np.float32)
+            with calibration_refusal():
+                vectors = list(quantize(rows, request.embed_dtype, ranges))
+        results = [
+            {"embedding": vector.tolist(), "num_tokens": len(output.prompt_token_ids)}
+            for vector, output in zip(vectors, outputs)
+        ]
         # One text (vLLM Factory 0.2's form): its vector; a list of texts: one item per text.
         return results[0]["embedding"] if isinstance(request.text, str) else results

@@ -6,7 +6,10 @@ IOProcessor after this model has validated the shape of the request.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, field_validator
+from vllm_factory.core.quantize import SCALAR_DTYPES, calibration_problem
 from vllm_factory.core.request import check_texts
 
 MAX_TEXTS_PER_REQUEST = 1024
@@ -23,6 +26,12 @@ class EmbeddingGemmaRequest(BaseModel):
     prompt_name: str | None = None
     # One of the checkpoint's Matryoshka sizes; None: the full dimension.
     dimensions: int | None = None
+    # The vectors' numbers: float32, or compact (JSON ints) as sentence-transformers'
+    # ``quantize_embeddings`` makes them (``vllm_factory.core.quantize``).
+    embed_dtype: Literal["float32", "int8", "uint8", "binary", "ubinary"] = "float32"
+    # int8 / uint8 only: [[min per dimension], [max per dimension]] (the library's ``ranges``);
+    # None: those of the request's vectors (at least two texts).
+    calibration: list[list[float]] | None = None
 
     @field_validator("text")
     @classmethod
@@ -32,3 +41,14 @@ class EmbeddingGemmaRequest(BaseModel):
     @property
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
+
+    def problem(self) -> tuple[str, str] | None:
+        """(field, message) when ``calibration`` cannot apply."""
+        if self.calibration is None:
+            return None
+        if self.embed_dtype not in SCALAR_DTYPES:
+            return "data.calibration", (
+                f"data.calibration: applies to embed_dtype int8 or uint8, not {self.embed_dtype}"
+            )
+        problem = calibration_problem(self.calibration)
+        return None if problem is None else ("data.calibration", f"data.calibration: {problem}")
