@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from vllm_factory.core.quantize import (
+    MAX_CALIBRATION_DIM,
     CalibrationError,
     binary_maxsim_scores,
     calibration_problem,
@@ -55,6 +56,8 @@ def test_calibration_problems() -> None:
     assert calibration_problem([[0.0, -1.0], [1.0, 1.0]]) is None
     assert "two lists" in calibration_problem([[0.0]])
     assert "one length" in calibration_problem([[0.0], [1.0, 2.0]])
+    wide = [0.0] * (MAX_CALIBRATION_DIM + 1)
+    assert "dimensions" in calibration_problem([wide, wide])
     assert "finite" in calibration_problem([[float("nan")], [1.0]])
     assert "above" in calibration_problem([[2.0], [1.0]])
 

@@ -27,6 +27,7 @@ BINARY_DTYPES = ("binary", "ubinary")
 COMPACT_DTYPES = SCALAR_DTYPES + BINARY_DTYPES
 
 NUMPY_DTYPES = {"int8": np.int8, "uint8": np.uint8, "binary": np.int8, "ubinary": np.uint8}
+MAX_CALIBRATION_DIM = 16384  # a bound on the request's lists, far above any served width
 
 
 class CalibrationError(ValueError):
@@ -52,6 +53,8 @@ def calibration_problem(calibration: Sequence[Sequence[float]]) -> str | None:
     low, high = calibration
     if not low or len(low) != len(high):
         return "its min and max lists must be non-empty and of one length"
+    if len(low) > MAX_CALIBRATION_DIM:  # checked before the model runs; the exact dimension after
+        return f"more than {MAX_CALIBRATION_DIM} dimensions (no served model has as many)"
     if not all(math.isfinite(v) for v in (*low, *high)):
         return "must hold finite numbers only"
     for i, (a, b) in enumerate(zip(low, high)):
