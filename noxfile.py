@@ -270,13 +270,13 @@ def tests(session: nox.Session) -> None:
     lane = own_options(session)[0].get("lane")
     if lane not in (None, *LANES):
         session.error(f"--lane {lane!r}: one of {', '.join(LANES)}")
-    suites = [suite for suite in ALL_TESTS if lane is None or lane_of(suite) == lane]
+    suites = lane_suites(lane)
     if not suites:
         session.error(f"no suite in lane {lane!r}: SECOND_LANE names no package")
     prefetch = serving_env(session, DEFAULT_VLLM, wait=False)
-    run_suites(session, [suite for suite in suites if suite not in (*MODEL_TESTS, DEPLOY_TESTS)])
-    run_suites(session, [suite for suite in suites if suite in MODEL_TESTS])
-    run_suites(session, [suite for suite in suites if suite == DEPLOY_TESTS])
+    kinds = {suite: suite_kind(suite) for suite in suites}
+    for kind in ("package", "model", "deploy"):
+        run_suites(session, [suite for suite in suites if kinds[suite] == kind])
     finish_reference_prefetch(session, prefetch)
 
 
@@ -284,14 +284,45 @@ def tests(session: nox.Session) -> None:
 # second in a venv of its own once the older-vLLM stream is done, so that CI's two streams end
 # together; `nox -s tests` alone runs every suite. The second lane, from CI's suite times
 # (2026-11-26: mt5_gliner 159 s and nemotron_colembed 114 s at the end of a 3,053-s tests
-# stream, while the older stream ended at 2,317 s; in two lanes both streams ended at ~2,440 s):
+# stream, while the older stream ended at 2,317 s; in two lanes both streams ended at ~2,440 s).
+# An entry is a package's name (its whole suite) or `<name>/<folder>` (that folder of its tests;
+# the rest of its suite stays in the main lane).
 SECOND_LANE = ("mt5-gliner", "nemotron-colembed", "lfm2-colbert")
 LANES = ("main", "second")
 
 
-def lane_of(suite: str) -> str:
-    second = {f"{p.folder}/{p.tests}" for p in PACKAGES if p.name in SECOND_LANE}
-    return "second" if suite in second else "main"
+def lane_suites(lane: str | None) -> list[str]:
+    """The suites of ``lane`` (None: every suite), each a path, then maybe pytest options."""
+    if lane is None:
+        return ALL_TESTS
+    whole, folders = set(), {}
+    for entry in SECOND_LANE:
+        name, _, folder = entry.partition("/")
+        (package,) = [p for p in PACKAGES if p.name == name]
+        suite = f"{package.folder}/{package.tests}"
+        if folder:
+            folders.setdefault(suite, []).append(f"{suite}/{folder}")
+        else:
+            whole.add(suite)
+    if lane == "second":
+        moved = [folder for suite in ALL_TESTS for folder in folders.get(suite, [])]
+        return [suite for suite in ALL_TESTS if suite in whole] + moved
+    return [
+        " ".join([suite, *(f"--ignore={folder}" for folder in folders.get(suite, []))])
+        for suite in ALL_TESTS
+        if suite not in whole
+    ]
+
+
+def suite_kind(suite: str) -> str:
+    """``package`` (backbones, heads, core...: they need no reference venv), ``model`` or
+    ``deploy``: the order :func:`tests` runs them in."""
+    path = suite.split()[0]
+    if path == DEPLOY_TESTS:
+        return "deploy"
+    if any(path == model or path.startswith(model + "/") for model in MODEL_TESTS):
+        return "model"
+    return "package"
 
 
 @nox.session(python="3.11", venv_backend=SERVING_BACKEND)
