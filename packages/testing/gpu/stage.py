@@ -263,7 +263,9 @@ def gliner2_beside_gliner() -> list[str]:
 
 def bench_reference_pins() -> list[str]:
     """What the GLiNER, GLiNER2 and ColBERT benches' checkpoint builders and in-process
-    baselines import on the host, and py-spy (the bench's ``--py-spy``; its binary lands in
+    baselines import on the host (PEFT among gliner2's pins: the LoRA workload's adapters),
+    polylora (gliner.serve's ``--enable-polylora``, the GLiNER LoRA workload's peer; its
+    triton is the image torch's), and py-spy (the bench's ``--py-spy``; its binary lands in
     ``$HOME/ref/bin``)."""
     pylate = [
         pin
@@ -275,6 +277,7 @@ def bench_reference_pins() -> list[str]:
         *gliner2_beside_gliner(),
         *pylate,
         *_pins(KITS / "colbert" / "pylate-nodeps.txt"),
+        *_pins(GLINER_KIT / "requirements-gliner-polylora.txt"),
         *BENCH_TOOLS,
     ]
 

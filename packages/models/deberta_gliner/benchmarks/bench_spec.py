@@ -8,4 +8,4 @@ there is no native model to compare with.
 
 from vllm_factory.testing.gliner.bench import GLiNERBenchSpec
 
-SPEC = GLiNERBenchSpec(__file__)
+SPEC = GLiNERBenchSpec(__file__, lora=True)

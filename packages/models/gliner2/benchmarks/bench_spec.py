@@ -8,4 +8,4 @@ DeBERTa and no GLiNER2 head, so there is no native model to compare with.
 
 from vllm_factory.testing.gliner2.bench import GLiNER2BenchSpec
 
-SPEC = GLiNER2BenchSpec(__file__)
+SPEC = GLiNER2BenchSpec(__file__, lora=True)

@@ -78,12 +78,15 @@ __all__ = [
     "PackageBenchSpec",
     "PluginSpec",
     "ServerSpec",
+    "adapter_names",
     "build_corpus",
     "build_documents",
+    "lora_args",
     "machine_info",
     "machine_name",
     "main",
     "parse_lengths",
+    "request_model",
     "words_per_s",
 ]
 
@@ -105,6 +108,12 @@ LONG_DOCUMENTS = {"2000": 1.0, "5000": 1.0, "10000": 1.0, "15000": 1.0}
 and GLiNER2 servers take texts of at most :data:`MAX_DOCUMENT_CHARS` characters, some 16,000
 words of the bench's word pool (about 6.1 characters a word with its space)."""
 MAX_DOCUMENT_CHARS = 100_000
+LORA = "lora"
+"""The LoRA workload's name (``--workload lora``), where a spec offers it: the default
+workload's texts, each request naming one of ``--adapters`` seeded LoRA adapters in turn
+(:func:`request_model`), on a server started with vLLM's LoRA flags (:func:`lora_args`),
+against the same checkpoint served without LoRA (the ``base`` server) and the spec's other
+multi-adapter servers."""
 
 # -- plugin specs -------------------------------------------------------------------------------
 
@@ -160,11 +169,38 @@ class ServerSpec:
     variant_args: Sequence[str] = ()
     """A ``--variant``'s server arguments: after ``--server-arg``'s, so that a flag given in
     both (``--api-server-count``, ``--compilation-config``) is the variant's."""
+    adapter_names: Sequence[str] = ()
+    """Names the requests go to in turn (:func:`request_model`: request ``i`` names
+    ``adapter_names[i % n]``), given to ``make_body`` as its model (the LoRA workload's
+    adapters); empty: every request names the served model."""
 
     def vllm_args(self, server_args: Sequence[str]) -> list[str]:
         """This server's flags with the run's ``--server-arg`` ones (vLLM keeps the last of a
         repeated flag)."""
         return [*self.extra_args, *server_args, *self.variant_args]
+
+
+def request_model(names: Sequence[str], index: int, served: str) -> str:
+    """The model request ``index`` names: ``names`` in turn (round-robin, so that any run of
+    ``len(names)`` consecutive requests names each once), or ``served`` where there are none."""
+    return names[index % len(names)] if names else served
+
+
+def adapter_names(count: int) -> list[str]:
+    """The LoRA workload's adapter names: ``a0`` .. ``a<count - 1>``."""
+    if count < 1:
+        raise ValueError(f"the LoRA workload needs at least one adapter, got {count}")
+    return [f"a{i}" for i in range(count)]
+
+
+def lora_args(adapters: dict[str, Path], max_rank: int) -> list[str]:
+    """vLLM's flags serving ``adapters`` (name -> PEFT folder) from start-up, all of them
+    active in one step (``--max-loras``), ranks up to ``max_rank``."""
+    if not adapters:
+        raise ValueError("no adapters to serve")
+    modules = [f"{name}={path}" for name, path in adapters.items()]
+    return ["--enable-lora", "--lora-modules", *modules, "--max-loras", str(len(adapters)),
+            "--max-lora-rank", str(max_rank)]  # fmt: skip
 
 
 def windowed_body(make_body: Callable[[str, str, str], dict]) -> Callable[[str, str, str], dict]:
@@ -235,6 +271,12 @@ class PluginSpec:
         """What the report should say about the bench checkpoint (e.g. its calibration)."""
         return {}
 
+    def has_reference(self, config: BenchConfig) -> bool:
+        """Whether ``config``'s workload has an in-process baseline (e.g. not a LoRA workload
+        whose library cannot switch adapters per request); without one the run goes on as with
+        ``--skip-reference``."""
+        return True
+
     def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
         """The in-process baseline script for ``config`` and what selects the library in it:
         ``scripts/baseline.py`` with :meth:`baseline_args` unless a workload needs another
@@ -289,13 +331,19 @@ class PackageBenchSpec(PluginSpec):
 class TextBenchSpec(PackageBenchSpec):
     """A family spec whose requests are texts, in two workloads: ``texts`` (the default), one
     text per request in the run's length mix, and :data:`LONG`, documents read in windows
-    (:meth:`corpus`). A subclass gives :meth:`window_tokens` and calls :meth:`use_config` from
+    (:meth:`corpus`); a third, :data:`LORA`, where the package serves adapters. A subclass gives :meth:`window_tokens` and calls :meth:`use_config` from
     its ``checkpoint``, so that the calls which do not get the config follow its workload."""
 
     workloads = ("texts", LONG)
     workload = ""
     _config: BenchConfig | None = None
     _documents: Corpus | None = None
+
+    def __init__(self, spec_file: str | Path, lora: bool = False) -> None:
+        """``lora``: the package serves LoRA adapters, and the spec offers :data:`LORA` too."""
+        super().__init__(spec_file)
+        if lora:
+            self.workloads = (*type(self).workloads, LORA)
 
     def use_config(self, config: BenchConfig) -> None:
         """Keep the run's config (its workload) for :meth:`servers` and the like."""
@@ -430,6 +478,10 @@ class BenchConfig:
     torch_profile: Path | None = None
     """Folder for vLLM's torch profile of each vLLM server (GPU time by kernel): one more
     closed loop at the highest concurrency after the measured points, not reported as one."""
+    adapters: int = 8
+    """``--workload lora``: seeded LoRA adapters the requests are spread over."""
+    lora_rank: int = 16
+    """``--workload lora``: the adapters' rank (every target module at full rank)."""
 
     def requests_for(self, concurrency: int) -> int:
         return max(self.requests, 4 * concurrency)
@@ -974,10 +1026,14 @@ class ServerRun:
         self.result: dict[str, Any] = {
             "label": spec.label, "args": args, "gpus": self.gpus, "points": [], "open_loop": [],
         }  # fmt: skip
+        if spec.adapter_names:
+            self.result["adapters"] = list(spec.adapter_names)
 
     def make_body(self, i: int) -> dict:
         return self.spec.make_body(
-            self.model, self.corpus.texts[i % len(self.corpus.texts)], self.config.encoding
+            request_model(self.spec.adapter_names, i, self.model),
+            self.corpus.texts[i % len(self.corpus.texts)],
+            self.config.encoding,
         )
 
     def tokens_of(self, i: int) -> int:
@@ -1331,7 +1387,7 @@ def _variant_arg(text: str) -> dict[str, Any]:
 # Flags whose value is the config field of the same name, as given.
 CONFIG_FLAGS = ("seconds", "rounds", "client_processes", "only", "skip_reference", "encoding",
                 "workload", "ref_python", "ref_threads", "checkpoint", "py_spy", "interleave",
-                "torch_profile", "seed")  # fmt: skip
+                "torch_profile", "seed", "adapters", "lora_rank")  # fmt: skip
 # Repeatable flags: config field -> the flag's list.
 REPEATED_FLAGS = {"server_args": "server_arg", "peer_args": "peer_arg",
                   "py_spy_args": "py_spy_arg", "variants": "variant"}  # fmt: skip
@@ -1427,7 +1483,17 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         help="the spec's request mix, where it has several (e.g. colqwen3: pages, queries); "
         "results are then named <plugin>-<workload>-<mode>",
     )  # fmt: skip
+    ap.add_argument(
+        "--adapters", type=int, default=8,
+        help="--workload lora: seeded LoRA adapters the requests name in turn",
+    )  # fmt: skip
+    ap.add_argument(
+        "--lora-rank", type=int, default=16,
+        help="--workload lora: the adapters' rank, on every target module of the encoder",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    if args.adapters < 1 or args.lora_rank < 1:
+        ap.error("--adapters and --lora-rank must be at least 1")
     config = default_config(args.plugin or (args.spec and args.spec.stem) or "", args.device,
                             args.quick)  # fmt: skip
     if args.workload == LONG:
@@ -1475,6 +1541,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             f"--workload {config.workload!r}: {spec.name} has "
             + (", ".join(spec.workloads) if spec.workloads else "no workloads")
         )
+    if not config.skip_reference and not spec.has_reference(config):
+        logger.info("%s: no in-process baseline for --workload %s", spec.name, config.workload)
+        config.skip_reference = True
     started = time.monotonic()
     loadavg_start = os.getloadavg()
 

@@ -27,6 +27,20 @@
   (``scripts/long_baseline.py --library gliner``); no gliner.serve (it reads a text's first
   ``max_len`` words only). Token counts are then summed over each document's windows (each
   window's text tokens, at most what the tokenizer keeps).
+- ``--workload lora`` (packages that serve LoRA: ``GLiNERBenchSpec(__file__, lora=True)``):
+  the default texts, request ``i`` naming adapter ``a<i % n>`` of ``--adapters`` n seeded
+  adapters (:func:`bench_adapters`: the kit's ``scripts/gliner_adapter.py``, PEFT on gliner's
+  encoder, rank ``--lora-rank`` on every linear layer of it), served three ways: ``base``, the
+  plugin without LoRA on the same checkpoint (the base model alone: what the issue's ratio is
+  taken against, and what a server without adapters costs); ``plugin``, the plugin with
+  vLLM's LoRA and every adapter from start-up; ``gliner-serve``, gliner.serve with PolyLoRA on
+  the same adapter folders (``adapter_id`` per request, no ``torch.compile``: its precompile
+  does not run adapters). gliner 0.2.29 loads the adapters into PolyLoRA but its
+  ``run_batch`` does not hand ``adapter_ids`` on to the wrapped encoder (checked on CPU,
+  2026-12-05: an adapter id's scores equal the base model's, the wrapped encoder called
+  directly with it moves them by up to 0.97), so that row is the base model's cost behind
+  PolyLoRA's layers, not the adapters' (its outputs in the report equal the base model's). No
+  in-process baseline (gliner applies one PEFT adapter per model).
 """
 
 from __future__ import annotations
@@ -39,29 +53,38 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from vllm_factory.testing import flops
+from vllm_factory.testing import flops, lora_targets
 from vllm_factory.testing.bench import (
     LONG,
+    LORA,
     SHORT,
     SHORT_RANGE,
     BenchConfig,
     ServerSpec,
     TextBenchSpec,
+    adapter_names,
     bench_artifacts,
+    lora_args,
     windowed_body,
 )
 from vllm_factory.testing.gliner.gliner_serve import (
     ROUTE,
     GlinerServe,
     check_answer,
+    gliner_polylora_env,
     gliner_serve_env,
+    polylora_args,
     serve_body,
+    write_polylora_manifest,
 )
 from vllm_factory.testing.gliner.references import (
+    ADAPTER,
     CORPUS,
     KIT_INPUTS,
+    LORA_WEIGHTS,
     GLiNERReference,
     gliner_env,
+    gliner_peft_env,
 )
 from vllm_factory.testing.refenv import cached_artifact
 
@@ -76,6 +99,13 @@ WORDS_PER_TOKEN = 0.55
 """Text words per model token of the bench's texts (0.49 - 0.54 measured on the DeBERTa and
 ModernBERT bench tokenizers), to size calibration texts before the tokenizer exists."""
 MIXED_WORDS = (16, 24, 90, 90, 90, 360, 360, 360)
+ADAPTER_SEED = 1
+"""Adapter ``a<i>`` is drawn with seed ``ADAPTER_SEED + i``."""
+LORA_ALPHA_PER_RANK = 0.25
+"""The bench adapters' ``lora_alpha`` over their rank. The kit's factors (``lora_A`` rows of
+unit norm over the input, ``lora_B`` ~ N(0, 0.05^2)) are full size at any alpha; the scale only
+sets how far the outputs move, kept small so that an adapter's answers stay about as dense as
+the calibrated base model's (the report's outputs per server show it)."""
 
 
 def calibration_words(lengths: dict[str, float], rng: random.Random) -> list[int]:
@@ -131,6 +161,41 @@ def _density(texts: list[str], found: list[int]) -> dict:
     }
 
 
+def encoder_linears(checkpoint: Path) -> list[str]:
+    """Every linear layer of ``checkpoint``'s encoder as PEFT names them (the kit's
+    :mod:`~vllm_factory.testing.lora_targets`; DeBERTa: the attention projections, attention
+    output, intermediate and output ``dense``): a bench adapter costs what one on all of them
+    costs."""
+    return lora_targets.encoder_layers(
+        Path(checkpoint) / "gliner_config.json", "every", "encoder_config"
+    )
+
+
+def bench_adapters(checkpoint: Path, package: str, count: int, rank: int, env: Any = None) -> Path:
+    """``count`` seeded LoRA adapters ``a0`` .. on ``checkpoint``'s encoder (PEFT folders made by
+    the kit's ``scripts/gliner_adapter.py`` in ``env``, default the gliner + PEFT venv: rank
+    ``rank`` on :func:`encoder_linears`, seeds from :data:`ADAPTER_SEED`) with PolyLoRA's
+    ``manifest.json`` beside them; cached under ``.artifacts/<package>-bench/``."""
+    names = adapter_names(count)
+    alpha = LORA_ALPHA_PER_RANK * rank
+    targets = encoder_linears(checkpoint)
+
+    def build(target: Path) -> None:
+        runner = (env or gliner_peft_env()).ensure()
+        for i, name in enumerate(names):
+            runner.run(
+                ADAPTER, "--checkpoint", checkpoint, "--corpus", CORPUS, "--out", target / name,
+                "--seed", ADAPTER_SEED + i, "--rank", rank, "--alpha", alpha,
+                "--targets", *targets,
+            )  # fmt: skip
+        write_polylora_manifest(target, names)
+
+    where = hashlib.sha256(str(Path(checkpoint).resolve()).encode()).hexdigest()[:8]
+    name = f"adapters-{Path(checkpoint).parent.name}-{where}-n{count}-r{rank}-a{alpha:g}"
+    root = bench_artifacts(package.replace("_", "-"))
+    return cached_artifact(name, [ADAPTER, LORA_WEIGHTS], build, root=root)
+
+
 def check_plugin(answer: dict) -> None:
     """The answer to one text given as a string: ``data`` is its entity list (flat)."""
     items = answer.get("data")
@@ -180,6 +245,9 @@ class GLiNERBenchSpec(TextBenchSpec):
     reference_library = "gliner"
     reference_kit = GLiNERReference
     reference_env = staticmethod(gliner_env)
+
+    def has_reference(self, config: BenchConfig) -> bool:
+        return config.workload != LORA
 
     def word_texts(self) -> list[str]:
         return json.loads(CORPUS.read_text(encoding="utf-8"))["texts"]
@@ -240,6 +308,8 @@ class GLiNERBenchSpec(TextBenchSpec):
     def servers(self, checkpoint: Path) -> list[ServerSpec]:
         """The plugin, then gliner's own server (:mod:`vllm_factory.testing.gliner.gliner_serve`)
         on the same checkpoint; for ``--workload long`` the plugin alone, reading windows."""
+        if self.workload == LORA:
+            return self.lora_servers(checkpoint)
         if self.workload == LONG:
             return [
                 ServerSpec(
@@ -275,14 +345,76 @@ class GLiNERBenchSpec(TextBenchSpec):
             ),
         ]
 
+    def lora_servers(self, checkpoint: Path) -> list[ServerSpec]:
+        """``--workload lora``: the plugin without LoRA (``base``), with the adapters
+        (``plugin``) and gliner.serve with PolyLoRA on them (``gliner-serve``)."""
+        assert self._config is not None, "checkpoint() keeps the run's config first"
+        config = self._config
+        folder = bench_adapters(
+            checkpoint, self.name, config.adapters, config.lora_rank, self.given_env(config)
+        )
+        names = adapter_names(config.adapters)
+        adapters = {name: folder / name for name in names}
+        count = f"{len(names)} LoRA adapters"
 
-def launch_gliner_serve(config: BenchConfig, checkpoint: Path, max_model_len: int) -> GlinerServe:
+        def polylora_body(model: str, text: str, encoding: str) -> dict:
+            return serve_body(text, LABELS, THRESHOLD, adapter_id=model)
+
+        def launch(config: BenchConfig, checkpoint: Path, max_model_len: int) -> GlinerServe:
+            targets = encoder_linears(checkpoint)
+            args = [*polylora_args(folder, len(names), config.lora_rank, targets), "--no-compile"]
+            return launch_gliner_serve(config, checkpoint, max_model_len, args)
+
+        return [
+            ServerSpec(
+                name="base",
+                label=f"plugin {self.name}_io, base model (no LoRA)",
+                io_processor_plugin=None,
+                hf_overrides=None,
+                make_body=plugin_body,
+                check=check_plugin,
+                describe=describe_entities,
+            ),
+            ServerSpec(
+                name="plugin",
+                label=f"plugin {self.name}_io, {count}",
+                io_processor_plugin=None,
+                hf_overrides=None,
+                make_body=plugin_body,
+                check=check_plugin,
+                extra_args=lora_args(adapters, config.lora_rank),
+                describe=describe_entities,
+                adapter_names=names,
+            ),
+            ServerSpec(
+                name="gliner-serve",
+                label=f"gliner.serve PolyLoRA, {len(names)} adapter ids (none applied)",
+                io_processor_plugin=None,
+                hf_overrides=None,
+                make_body=polylora_body,
+                check=check_answer,
+                describe=describe_serve_entities,
+                launch=launch,
+                path=ROUTE,
+                adapter_names=names,
+            ),
+        ]
+
+
+def launch_gliner_serve(
+    config: BenchConfig, checkpoint: Path, max_model_len: int, polylora: list[str] | None = None
+) -> GlinerServe:
     """gliner.serve on ``checkpoint`` with the run's device and dtype, from ``--ref-python``
-    (the reference interpreter holds gliner; on a GPU host, Ray too) or the gliner-serve venv."""
-    python = config.ref_python or gliner_serve_env().ensure().python
+    (the reference interpreter holds gliner; on a GPU host, Ray too) or the gliner-serve venv
+    (with ``polylora``'s flags, :func:`polylora_args`: the one with PolyLoRA)."""
+    if config.ref_python:
+        python: str | Path = config.ref_python
+    else:
+        python = (gliner_polylora_env() if polylora else gliner_serve_env()).ensure().python
     return GlinerServe(
-        checkpoint, python, device=config.device, dtype=config.dtype, extra_args=config.peer_args
-    )
+        checkpoint, python, device=config.device, dtype=config.dtype,
+        extra_args=[*(polylora or []), *config.peer_args],
+    )  # fmt: skip
 
 
 @cache

@@ -25,6 +25,11 @@ Settings, so that both servers run the same model the same way:
   an H200; ``--peer-arg=--no-compile`` starts in under a minute and was no slower);
 - ``--peer-arg`` (the bench's) adds gliner.serve flags, e.g. ``--enable-sequence-packing`` or
   ``--enable-flashdeberta`` (the latter needs the ``flashdeberta`` package in its venv).
+
+PolyLoRA (the LoRA bench, :func:`polylora_args`): gliner.serve wraps gliner's encoder with the
+``polylora`` package and takes adapters only from its disk cache, a folder of PEFT adapter
+folders named in its ``manifest.json`` (:func:`write_polylora_manifest`); a request picks one
+with ``"adapter_id"`` in its body (:func:`serve_body`), none meaning the base model.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from vllm_factory.testing.server import DEFAULT_ENV, SubprocessServer
 
 KIT = Path(__file__).resolve().parent
 SERVE_REQUIREMENTS = KIT / "requirements-gliner-serve.txt"
+POLYLORA_REQUIREMENTS = KIT / "requirements-gliner-polylora.txt"
+POLYLORA_MANIFEST = "manifest.json"
 ROUTE = "/gliner"
 # Ray's own switches: no usage report (the hosts are offline), no prompt.
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_PROMPT_ENABLED": "0"}
@@ -55,6 +62,37 @@ def gliner_serve_env() -> ReferenceEnv:
     """gliner 0.2.29 with Ray Serve: the venv gliner.serve runs in (CPU bench)."""
     return ReferenceEnv("gliner-serve-0.2.29", [["-r", str(REQUIREMENTS)],
                                                 ["-r", str(SERVE_REQUIREMENTS)]])  # fmt: skip
+
+
+def gliner_polylora_env() -> ReferenceEnv:
+    """:func:`gliner_serve_env`'s venv plus ``polylora`` (gliner.serve's ``--enable-polylora``)."""
+    return ReferenceEnv(
+        "gliner-serve-0.2.29+polylora-0.1.1",
+        [["-r", str(REQUIREMENTS)], ["-r", str(SERVE_REQUIREMENTS)],
+         ["--no-deps", "-r", str(POLYLORA_REQUIREMENTS)]],
+    )  # fmt: skip
+
+
+def write_polylora_manifest(folder: Path, names: Sequence[str]) -> Path:
+    """``folder/manifest.json`` naming the adapter folders ``folder/<name>`` as PolyLoRA's disk
+    cache lists them (adapter id = folder name, PEFT's ``default`` adapter inside), so that
+    ``--polylora-disk-cache-dir folder`` serves them; PolyLoRA rewrites the file as it uses
+    the adapters (their order), keeping the same entries."""
+    entries = [{"adapter_id": name, "path": name, "peft_adapter_name": "default"} for name in names]
+    path = Path(folder) / POLYLORA_MANIFEST
+    path.write_text(json.dumps({"adapters": entries}, indent=2), encoding="utf-8")
+    return path
+
+
+def polylora_args(
+    cache_dir: Path, adapters: int, max_rank: int, targets: Sequence[str]
+) -> list[str]:
+    """gliner.serve flags serving the adapters of ``cache_dir`` (a
+    :func:`write_polylora_manifest` folder) with PolyLoRA: ``adapters`` resident at once, ranks
+    up to ``max_rank``, on the encoder modules ``targets``."""
+    return ["--enable-polylora", "--polylora-disk-cache-dir", str(cache_dir),
+            "--polylora-max-gpu-adapters", str(adapters), "--polylora-max-rank", str(max_rank),
+            "--polylora-adapter-weight-modules", ",".join(targets)]  # fmt: skip
 
 
 def model_limits(checkpoint: Path) -> list[str]:
@@ -105,9 +143,14 @@ class GlinerServe(SubprocessServer):
         return httpx.post(f"{self.url}{ROUTE}", json=PROBE, timeout=10).status_code == 200
 
 
-def serve_body(text: str, labels: list[str], threshold: float) -> dict[str, Any]:
-    """The body of one ``POST /gliner``."""
-    return {"text": text, "labels": labels, "threshold": threshold}
+def serve_body(
+    text: str, labels: list[str], threshold: float, adapter_id: str | None = None
+) -> dict[str, Any]:
+    """The body of one ``POST /gliner`` (``adapter_id``: a PolyLoRA adapter's)."""
+    body: dict[str, Any] = {"text": text, "labels": labels, "threshold": threshold}
+    if adapter_id is not None:
+        body["adapter_id"] = adapter_id
+    return body
 
 
 def check_answer(answer: dict) -> None:

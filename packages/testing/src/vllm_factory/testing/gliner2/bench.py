@@ -28,10 +28,21 @@
   ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` past the encoder's 512 positions, so that the server
   reads the library's windows and does not split them again; token counts are summed over
   each document's windows.
+- ``--workload lora`` (packages that serve LoRA: ``GLiNER2BenchSpec(__file__, lora=True)``):
+  the default texts, request ``i`` naming adapter ``a<i % n>`` of ``--adapters`` n seeded
+  adapters (:func:`bench_adapters`: the kit's ``scripts/gliner2_adapter.py``, gliner2's
+  ``apply_lora`` on every encoder projection at rank ``--lora-rank``), on the plugin with
+  vLLM's LoRA (``plugin``) against the plugin without LoRA on the same checkpoint (``base``,
+  the base model alone). In process: gliner2 with the same adapters, text ``i`` under adapter
+  ``a<i % n>``, each chunk's texts grouped by adapter and each group run after
+  ``unload_adapter`` + ``load_adapter`` of its adapter where another one is loaded
+  (``scripts/baseline.py --adapters``): at batch size 1 an adapter switch per text, as a
+  gliner2 user serving several adapters from one model must do.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Callable
@@ -42,16 +53,22 @@ from typing import Any
 from vllm_factory.testing import flops
 from vllm_factory.testing.bench import (
     LONG,
+    LORA,
     BenchConfig,
     ServerSpec,
     TextBenchSpec,
+    adapter_names,
     bench_artifacts,
+    lora_args,
     windowed_body,
 )
 from vllm_factory.testing.gliner2.references import (
+    ADAPTER,
     CASES,
     KIT_INPUTS,
+    LORA_WEIGHTS,
     GLiNER2Reference,
+    adapter_targets,
     gliner2_env,
 )
 from vllm_factory.testing.refenv import cached_artifact
@@ -81,6 +98,35 @@ CONFIG_FORMAT = ["--config-format", "gliner2"]
 # Queries the span head scores per word and width in the FLOPs estimate: one instance of each
 # span task (5 entity types + 3 fields + head / tail of the relation).
 SPAN_QUERIES = 10
+ADAPTER_SEED = 1
+"""Adapter ``a<i>`` is drawn with seed ``ADAPTER_SEED + i``."""
+LORA_ALPHA_PER_RANK = 0.25
+"""The bench adapters' ``lora_alpha`` over their rank: the kit's factors are full size at any
+alpha; the scale keeps an adapter's extractions about as dense as the calibrated base
+model's (the report's outputs per server show it)."""
+
+
+def bench_adapters(checkpoint: Path, package: str, count: int, rank: int, env: Any = None) -> Path:
+    """``count`` seeded LoRA adapters ``a0`` .. on ``checkpoint`` (PEFT folders made by the
+    kit's ``scripts/gliner2_adapter.py`` with gliner2's ``apply_lora`` in ``env``, default the
+    gliner2 venv: rank ``rank`` on every encoder projection, seeds from
+    :data:`ADAPTER_SEED`); cached under ``.artifacts/<package>-bench/``."""
+    names = adapter_names(count)
+    alpha = LORA_ALPHA_PER_RANK * rank
+
+    def build(target: Path) -> None:
+        runner = (env or gliner2_env()).ensure()
+        for i, name in enumerate(names):
+            runner.run(
+                ADAPTER, "--checkpoint", checkpoint, "--out", target / name,
+                "--seed", ADAPTER_SEED + i, "--rank", rank, "--alpha", alpha,
+                "--targets", *adapter_targets(checkpoint, "every"),
+            )  # fmt: skip
+
+    where = hashlib.sha256(str(Path(checkpoint).resolve()).encode()).hexdigest()[:8]
+    name = f"adapters-{Path(checkpoint).parent.name}-{where}-n{count}-r{rank}-a{alpha:g}"
+    root = bench_artifacts(package.replace("_", "-"))
+    return cached_artifact(name, [ADAPTER, LORA_WEIGHTS], build, root=root)
 
 
 def plugin_body(model: str, text: str, encoding: str) -> dict:
@@ -150,6 +196,7 @@ class GLiNER2BenchSpec(TextBenchSpec):
     reference_library = "gliner2"
     reference_kit = GLiNER2Reference
     reference_env = staticmethod(gliner2_env)
+    _checkpoint: Path | None = None
 
     def word_texts(self) -> list[str]:
         return [case["text"] for case in json.loads(CASES.read_text(encoding="utf-8"))]
@@ -158,7 +205,31 @@ class GLiNER2BenchSpec(TextBenchSpec):
         return ["--library", "gliner2", "--schema", json.dumps(SCHEMA),
                 "--threshold", str(THRESHOLD)]  # fmt: skip
 
+    def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
+        """The shared baseline; for :data:`LORA` with ``--adapters`` (the bench adapters'
+        folders, text ``i`` under the ``i % n``-th)."""
+        script, args = super().baseline(config)
+        if config.workload == LORA:
+            assert self._checkpoint is not None, "checkpoint() comes first"
+            folder = self.adapters_folder(self._checkpoint)
+            folders = [str(folder / name) for name in adapter_names(config.adapters)]
+            args += ["--adapters", ",".join(folders)]
+        return script, args
+
+    def adapters_folder(self, checkpoint: Path) -> Path:
+        """The run's :func:`bench_adapters` on ``checkpoint``."""
+        assert self._config is not None, "checkpoint() keeps the run's config first"
+        config = self._config
+        return bench_adapters(
+            checkpoint, self.name, config.adapters, config.lora_rank, self.given_env(config)
+        )
+
     def checkpoint(self, config: BenchConfig, max_tokens: int) -> Path:
+        """The bench checkpoint (kept for the LoRA workload's baseline adapters)."""
+        self._checkpoint = self._checkpoint_of(config)
+        return self._checkpoint
+
+    def _checkpoint_of(self, config: BenchConfig) -> Path:
         self.use_config(config)
         if config.checkpoint:
             return Path(config.checkpoint)
@@ -255,6 +326,8 @@ class GLiNER2BenchSpec(TextBenchSpec):
         return _text_tokens(checkpoint)
 
     def servers(self, checkpoint: Path) -> list[ServerSpec]:
+        if self.workload == LORA:
+            return self.lora_servers(checkpoint)
         long = self.workload == LONG
         return [
             ServerSpec(
@@ -269,6 +342,38 @@ class GLiNER2BenchSpec(TextBenchSpec):
                 # the windows' prompts may pass the encoder's 512 positions (max_model_len)
                 env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if long else {},
             )
+        ]
+
+    def lora_servers(self, checkpoint: Path) -> list[ServerSpec]:
+        """``--workload lora``: the plugin without LoRA (``base``) and with the adapters
+        (``plugin``, requests naming them in turn)."""
+        assert self._config is not None, "checkpoint() keeps the run's config first"
+        folder = self.adapters_folder(checkpoint)
+        names = adapter_names(self._config.adapters)
+        adapters = {name: folder / name for name in names}
+        plugin = f"plugin deberta_{self.name}_io"
+        return [
+            ServerSpec(
+                name="base",
+                label=f"{plugin}, base model (no LoRA)",
+                io_processor_plugin=None,
+                hf_overrides=None,
+                make_body=plugin_body,
+                check=check_plugin,
+                extra_args=CONFIG_FORMAT,
+                describe=describe_extractions,
+            ),
+            ServerSpec(
+                name="plugin",
+                label=f"{plugin}, {len(names)} LoRA adapters",
+                io_processor_plugin=None,
+                hf_overrides=None,
+                make_body=plugin_body,
+                check=check_plugin,
+                extra_args=[*CONFIG_FORMAT, *lora_args(adapters, self._config.lora_rank)],
+                describe=describe_extractions,
+                adapter_names=names,
+            ),
         ]
 
 

@@ -6,7 +6,7 @@ Run as a script in the reference library's own venv (it imports nothing of vllm-
     python baseline.py --library pylate --checkpoint DIR --texts texts.json --out raw.json \
         --device cpu --dtype float32 --warmup 8 --requests 30 --batch-sizes 1,8,32 \
         --min-batches 2 [--threads K] [--labels a,b,c --threshold 0.5] [--schema JSON] \
-        [--inputs images|queries|texts --model-class M:C --processor-class M:C]
+        [--adapters DIR,DIR,...] [--inputs images|queries|texts --model-class M:C --processor-class M:C]
 
 Loads the checkpoint with the library's own class, runs ``--warmup`` texts unmeasured, then
 for each batch size b runs ``texts[W : W + max(requests, min_batches * b)]`` (cyclically) in
@@ -19,7 +19,10 @@ Libraries, each called as its users call it on the texts the served requests car
 ``pylate`` (``models.ColBERT.encode``, documents), ``sentence-transformers``
 (``SentenceTransformer.encode``, no prompt), ``gliner`` (``GLiNER.inference`` with
 ``--labels`` and ``--threshold``), ``gliner2`` (``GLiNER2.batch_extract`` with one schema for
-every text, ``--schema`` in ``Schema.from_dict`` form, and ``--threshold``), ``colpali-engine``
+every text, ``--schema`` in ``Schema.from_dict`` form, and ``--threshold``; with ``--adapters``
+text ``i`` under the ``i % n``-th LoRA adapter folder: each chunk's texts grouped by adapter,
+each group one call after ``unload_adapter`` + ``load_adapter`` where another adapter is
+loaded), ``colpali-engine``
 (``--model-class`` ``from_pretrained``, then ``--processor-class``'s ``process_images`` on the
 images whose file paths the texts file lists (``--inputs images``; each opened with PIL in the
 timed part), ``process_queries`` (``--inputs queries``) or ``process_texts``, then the model;
@@ -80,12 +83,46 @@ def load_gliner2(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
     model = prepare(GLiNER2.from_pretrained(args.checkpoint).to(args.device), args)
     schema = json.loads(args.schema)
 
-    def encode(chunk: list[str]) -> Any:
+    def extract(texts: list[str]) -> Any:
         return model.batch_extract(
-            chunk, Schema.from_dict(schema), batch_size=len(chunk), threshold=args.threshold
+            texts, Schema.from_dict(schema), batch_size=len(texts), threshold=args.threshold
         )
 
-    return encode, {"schema": schema, "threshold": args.threshold}
+    settings = {"schema": schema, "threshold": args.threshold}
+    adapters = adapter_folders(args)
+    if not adapters:
+        return extract, settings
+    import warnings
+
+    warnings.filterwarnings("ignore", category=PendingDeprecationWarning)  # load_adapter's
+    loaded: list[int] = []  # the adapter on the model now
+
+    def encode(chunk: list[tuple[str, int]]) -> Any:
+        groups: dict[int, list[str]] = {}
+        for text, adapter in chunk:
+            groups.setdefault(adapter, []).append(text)
+        out = []
+        for adapter, texts in groups.items():
+            if loaded != [adapter]:
+                if loaded:
+                    model.unload_adapter()
+                model.load_adapter(adapters[adapter])
+                loaded[:] = [adapter]
+            out += extract(texts)
+        return out
+
+    return encode, {**settings, "adapters": len(adapters), "adapter_switch": "load_adapter"}
+
+
+def adapter_folders(args: argparse.Namespace) -> list[str]:
+    """``--adapters``' folders (empty: the base model)."""
+    return [folder for folder in args.adapters.split(",") if folder]
+
+
+def with_adapters(texts: list[str], adapters: int) -> list[Any]:
+    """Text ``i`` with the index of its adapter, ``i % adapters`` (round-robin, as the served
+    requests name theirs); ``texts`` as they are without adapters."""
+    return [(text, i % adapters) for i, text in enumerate(texts)] if adapters else texts
 
 
 def load_colpali_engine(args: argparse.Namespace) -> tuple[Encode, dict[str, Any]]:
@@ -149,10 +186,10 @@ def prepare(model: Any, args: argparse.Namespace) -> Any:
     return model
 
 
-def time_batches(encode: Encode, texts: list[str], args: argparse.Namespace) -> list[dict]:
+def time_batches(encode: Encode, texts: list[Any], args: argparse.Namespace) -> list[dict]:
     import torch
 
-    def run(chunk: list[str]) -> None:
+    def run(chunk: list[Any]) -> None:
         encode(chunk)
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
@@ -208,6 +245,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threshold", type=float, default=0.5, help="gliner(2): score threshold")
     ap.add_argument("--schema", default="{}", help="gliner2: the schema, Schema.from_dict JSON")
     ap.add_argument(
+        "--adapters", default="",
+        help="gliner2: comma-separated LoRA adapter folders, text i under the (i % n)-th",
+    )  # fmt: skip
+    ap.add_argument(
         "--inputs", choices=("images", "queries", "texts"), default="images",
         help="colpali-engine: the texts file lists image paths, queries or text documents",
     )  # fmt: skip
@@ -221,7 +262,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     texts: list[str] = json.loads(args.texts.read_text(encoding="utf-8"))["texts"]
+    if args.adapters and args.library != "gliner2":
+        ap.error("--adapters: gliner2 only")
     encode, settings = LIBRARIES[args.library](args)
+    texts = with_adapters(texts, len(adapter_folders(args)))
     runs = time_batches(encode, texts, args)
     result = {
         "versions": {
