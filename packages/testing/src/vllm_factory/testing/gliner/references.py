@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from vllm_factory.testing import lora_targets
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
 
 KIT = Path(__file__).resolve().parent
@@ -46,21 +47,36 @@ def gliner_peft_env() -> ReferenceEnv:
 
 ADAPTER = SCRIPTS / "gliner_adapter.py"
 LORA_WEIGHTS = SCRIPTS / "lora_weights.py"  # the adapter script imports it
-# The LoRA suite's adapters (``scripts/gliner_adapter.py`` arguments) on a package's tiny
-# checkpoint, PEFT on gliner's encoder: every encoder projection at rank 4, and query / value
-# only at rank 8 (so that the server pads ranks); PEFT on gliner's whole model (names under
-# ``token_rep_layer.bert_layer.model.``) on encoder projections, and one that also targets a
-# head layer (``prompt_rep_layer.0``), which the server refuses (its head is not vLLM layers).
-ADAPTERS: dict[str, list[str | int]] = {
-    "lora-a": ["--seed", 1, "--rank", 4, "--alpha", 8],
-    "lora-b": ["--seed", 2, "--rank", 8, "--alpha", 16, "--targets", "query_proj", "value_proj"],
-    "lora-whole": ["--seed", 3, "--rank", 4, "--alpha", 8, "--whole-model",
-                   "--targets", "query_proj", "key_proj", "dense"],
-    "lora-heads": ["--seed", 4, "--rank", 4, "--alpha", 8, "--whole-model",
-                   "--targets", "query_proj", "prompt_rep_layer.0"],
+LORA_TARGETS = KIT.parent / "lora_targets.py"
+HEAD_TARGET = "prompt_rep_layer.0"
+# The LoRA suite's adapters on a package's tiny checkpoint (``scripts/gliner_adapter.py``
+# arguments, and the encoder layers targeted, from ``lora_targets``: ``every`` projection or
+# the ``attention`` inputs): PEFT on gliner's encoder, every projection at rank 4 and the
+# attention inputs only at rank 8 (so that the server pads ranks); PEFT on gliner's whole
+# model (names under ``token_rep_layer.bert_layer.model.``) on every projection, and one that
+# also targets a head layer (``HEAD_TARGET``), which the server refuses (its head is not vLLM
+# layers).
+ADAPTERS: dict[str, tuple[list[str | int], str]] = {
+    "lora-a": (["--seed", 1, "--rank", 4, "--alpha", 8], "every"),
+    "lora-b": (["--seed", 2, "--rank", 8, "--alpha", 16], "attention"),
+    "lora-whole": (["--seed", 3, "--rank", 4, "--alpha", 8, "--whole-model"], "every"),
+    "lora-heads": (["--seed", 4, "--rank", 4, "--alpha", 8, "--whole-model"], "heads"),
 }  # fmt: skip
 # The adapters gliner's outputs are written for (served and compared).
 ENCODED_ADAPTERS = ("lora-a", "lora-b", "lora-whole")
+
+
+def adapter_targets(checkpoint: Path, targets: str) -> list[str]:
+    """The module names an adapter of :data:`ADAPTERS` targets on ``checkpoint`` (gliner's
+    layout: the encoder's ``model_type`` in ``gliner_config.json``)."""
+    config = checkpoint / "gliner_config.json"
+    if targets == "heads":
+        return [
+            *lora_targets.encoder_layers(config, "attention", "encoder_config")[:1],
+            HEAD_TARGET,
+        ]
+    return lora_targets.encoder_layers(config, targets, "encoder_config")
+
 
 GLINKER_REQUIREMENTS = KIT / "requirements-glinker.txt"
 
@@ -148,12 +164,13 @@ class GLiNERReference:
     def _build_adapters(self, target: Path) -> None:
         checkpoint = self.reference_dir() / "checkpoint"
         env = gliner_peft_env().ensure()
-        for name, arguments in ADAPTERS.items():
+        for name, (arguments, targets) in ADAPTERS.items():
             outputs = ["--out-scores", target / f"{name}-scores.npz",
                        "--entities", target / f"{name}-entities.json"]  # fmt: skip
             env.run(
                 ADAPTER, "--checkpoint", checkpoint, "--corpus", CORPUS, "--out", target / name,
                 *(outputs if name in ENCODED_ADAPTERS else []), *arguments,
+                "--targets", *adapter_targets(checkpoint, targets),
             )  # fmt: skip
 
     def adapters_dir(self) -> Path:
@@ -162,7 +179,8 @@ class GLiNERReference:
         :data:`ENCODED_ADAPTERS` gliner's outputs with it applied in process: ``<name>-scores.npz``
         and ``<name>-entities.json``, in :meth:`reference_dir`'s format."""
         base = self.reference_dir()
-        inputs = [ADAPTER, LORA_WEIGHTS, ENCODE, PEFT_REQUIREMENTS, KIT / "references.py"]
+        inputs = [ADAPTER, LORA_WEIGHTS, LORA_TARGETS, ENCODE, PEFT_REQUIREMENTS,
+                  KIT / "references.py"]  # fmt: skip
         return cached_artifact(f"{base.name}-lora", inputs, self._build_adapters)
 
     def exports(self):

@@ -6,7 +6,8 @@ kit's adapters (:data:`~vllm_factory.testing.gliner2.references.ADAPTERS`, made 
 ``apply_lora`` and saved in PEFT's layout) given at start-up by name (``--lora-modules``);
 a request picks one with vLLM's convention, ``"model": "<adapter name>"`` in the ``/pooling``
 body, and the base model by the served model's own name; an adapter in gliner2's legacy layout
-is converted by ``vllm-factory-prep`` first. For the base and each adapter, every
+is converted by ``vllm-factory-prep`` first (made only for the encoders gliner2 loads it back
+on, ``LEGACY_ENCODERS``; elsewhere its parity test is skipped, saying so). For the base and each adapter, every
 case's scores are within the fp32 parity limit of gliner2's with ``load_adapter`` and its
 results are gliner2's; requests of every adapter and the base sent together (vLLM batches
 them: one step, several adapters, no merged weights) answer as each does alone; an
@@ -83,13 +84,19 @@ def lora_server(reference_dir: Path, lora_dir: Path, tmp_path_factory):
     converted = tmp_path_factory.mktemp("converted-adapters")
     folder = tmp_path_factory.mktemp("adapter-folder")  # vLLM's filesystem resolver reads it
     (folder / FOLDER_ADAPTER).symlink_to(lora_dir / FOLDER_SOURCE, target_is_directory=True)
-    modules = [f"{name}={served_folder(lora_dir, name, converted)}" for name in ENCODED_ADAPTERS]
+    modules = [f"{name}={served_folder(lora_dir, name, converted)}" for name in made(lora_dir)]
     args = [*CONFIG_FORMAT, "--enable-lora", "--lora-modules", *modules,
             "--max-loras", str(len(modules)), "--max-lora-rank", str(MAX_LORA_RANK)]  # fmt: skip
     env = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_LORA_RESOLVER_CACHE_DIR": str(folder)}
     with VllmServer(reference_dir / "checkpoint", extra_args=args, env=env) as running:
         print(f"\nvLLM server (LoRA) healthy after {running.startup_seconds:.1f} s")
         yield running
+
+
+def made(lora_dir: Path) -> list[str]:
+    """The encoded adapters made for this package's encoder (``lora-a-legacy`` only where
+    gliner2 can load it back: ``LEGACY_ENCODERS``)."""
+    return [name for name in ENCODED_ADAPTERS if (lora_dir / name).is_dir()]
 
 
 def model_name(server, name: str) -> str:
@@ -117,9 +124,10 @@ def library(name: str, reference_dir: Path, lora_dir: Path, suffix: str = "") ->
 
 
 @pytest.fixture(scope="session")
-def lora_served(lora_server, cases) -> dict[str, dict[str, dict]]:
-    """Every case's response per name, one request at a time."""
-    return {name: {case["id"]: post(lora_server, name, case) for case in cases} for name in NAMES}
+def lora_served(lora_server, cases, lora_dir: Path) -> dict[str, dict[str, dict]]:
+    """Every case's response per name made, one request at a time."""
+    names = (BASE, *made(lora_dir))
+    return {name: {case["id"]: post(lora_server, name, case) for case in cases} for name in names}
 
 
 def task_scores(got: dict, ref: dict, scores: dict, cid: str, where: str):
@@ -155,6 +163,8 @@ def test_adapters_match_library(
 ):
     """Base and each adapter: counts equal, scores within the fp32 limit, results equal to
     gliner2's (``load_adapter`` in process for an adapter)."""
+    if name not in lora_served:
+        pytest.skip(f"{name}: gliner2 cannot load this layout back for this encoder")
     results, scores = library(name, reference_dir, lora_dir)
     _, scores_fp64 = library(name, reference_dir, lora_dir, "-fp64")
     limit = fp32_limit(scores, scores_fp64)
@@ -189,7 +199,7 @@ def test_mixed_requests_answer_as_alone(lora_served, lora_server, cases):
     the one the same request got alone, scores within the fp32 limit; and the server ran fewer
     steps than requests, so some steps held several requests (how many varies with the
     machine's load)."""
-    jobs = [(name, case) for case in cases for name in NAMES]
+    jobs = [(name, case) for case in cases for name in lora_served]
     before = steps(lora_server)
     with ThreadPoolExecutor(CLIENTS) as pool:
         answers = list(pool.map(lambda job: post(lora_server, *job), jobs))

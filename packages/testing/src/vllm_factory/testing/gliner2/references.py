@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from vllm_factory.testing import lora_targets
 from vllm_factory.testing.refenv import SCRIPTS, ReferenceEnv, cached_artifact
 
 KIT = Path(__file__).resolve().parent
@@ -27,23 +28,38 @@ REQUIREMENTS = KIT / "requirements-gliner2.txt"
 ENCODE = SCRIPTS / "gliner2_encode.py"
 ADAPTER = SCRIPTS / "gliner2_adapter.py"
 LORA_WEIGHTS = SCRIPTS / "lora_weights.py"  # the adapter script imports it
-# The LoRA adapters of the LoRA suite (``scripts/gliner2_adapter.py`` arguments), made with
-# gliner2's own API on the package's tiny checkpoint: two on the encoder (every projection at
-# rank 4; query and value only at rank 8, so that the server pads ranks), and one that also
-# targets the classification head, which the server refuses (its heads are not vLLM layers).
-# ``lora-a`` is also saved in gliner2's legacy layout (``lora-a-legacy``), which the server
-# serves once ``vllm-factory-prep`` has converted it.
-ADAPTERS: dict[str, list[str | int]] = {
-    "lora-a": ["--seed", 1, "--rank", 4, "--alpha", 8, "--targets", "encoder",
-               "--legacy-out", "lora-a-legacy"],
-    "lora-b": ["--seed", 2, "--rank", 8, "--alpha", 16, "--targets", "encoder.query",
-               "encoder.value"],
-    "lora-heads": ["--seed", 3, "--rank", 4, "--alpha", 8, "--targets", "encoder",
-                   "classification_head"],
+LORA_TARGETS = KIT.parent / "lora_targets.py"
+# The LoRA adapters of the LoRA suite (``scripts/gliner2_adapter.py`` arguments, and the
+# encoder layers targeted, from ``lora_targets``: ``every`` projection or the ``attention``
+# inputs, as gliner2's ``encoder.<name>`` target groups), made with gliner2's own API on the
+# package's tiny checkpoint: two on the encoder (every projection at rank 4, what gliner2's
+# ``encoder`` group adapts on DeBERTa; the attention inputs only at rank 8, so that the server
+# pads ranks), and one that also targets the classification head, which the server refuses
+# (its heads are not vLLM layers). ``lora-a`` is also saved in gliner2's legacy layout
+# (``lora-a-legacy``), which the server serves once ``vllm-factory-prep`` has converted it.
+ADAPTERS: dict[str, tuple[list[str | int], str]] = {
+    "lora-a": (["--seed", 1, "--rank", 4, "--alpha", 8, "--legacy-out", "lora-a-legacy"],
+               "every"),
+    "lora-b": (["--seed", 2, "--rank", 8, "--alpha", 16], "attention"),
+    "lora-heads": (["--seed", 3, "--rank", 4, "--alpha", 8], "heads"),
 }  # fmt: skip
 ENCODED_ADAPTERS = ("lora-a", "lora-b", "lora-a-legacy")
+# gliner2's legacy layout saves target groups (``encoder``), which its ``load_adapter``
+# resolves by name patterns (query / key / value / dense) that match no ModernBERT layer:
+# gliner2 cannot load back a legacy adapter of such an encoder, so ``lora-a-legacy`` is made
+# only for these encoders.
+LEGACY_ENCODERS = ("deberta-v2",)
 KIT_INPUTS = [REQUIREMENTS, CASES, ENCODE, SCRIPTS / "gliner2_checkpoint.py",
               SCRIPTS / "deberta_checkpoint.py", SCRIPTS / "tiny_checkpoint.py"]  # fmt: skip
+
+
+def adapter_targets(checkpoint: Path, targets: str) -> list[str]:
+    """gliner2's target groups for an adapter of :data:`ADAPTERS` on ``checkpoint`` (the
+    encoder's ``model_type`` in ``encoder_config/config.json``)."""
+    config = checkpoint / "encoder_config" / "config.json"
+    role = "every" if targets == "heads" else targets
+    groups = [f"encoder.{name}" for name in lora_targets.encoder_layers(config, role)]
+    return [*groups, "classification_head"] if targets == "heads" else groups
 
 
 def gliner2_env() -> ReferenceEnv:
@@ -105,10 +121,17 @@ class GLiNER2Reference:
     def _build_adapters(self, target: Path) -> None:
         checkpoint = self.reference_dir() / "checkpoint"
         env = gliner2_env().ensure()
-        for name, arguments in ADAPTERS.items():
+        kind = lora_targets.model_type(checkpoint / "encoder_config" / "config.json")
+        for name, (arguments, targets) in ADAPTERS.items():
+            if kind not in LEGACY_ENCODERS and "--legacy-out" in arguments:
+                at = arguments.index("--legacy-out")
+                arguments = arguments[:at] + arguments[at + 2 :]
             arguments = [target / a if a == f"{name}-legacy" else a for a in arguments]
-            env.run(ADAPTER, "--checkpoint", checkpoint, "--out", target / name, *arguments)
-        for name in ENCODED_ADAPTERS:
+            env.run(
+                ADAPTER, "--checkpoint", checkpoint, "--out", target / name, *arguments,
+                "--targets", *adapter_targets(checkpoint, targets),
+            )  # fmt: skip
+        for name in (name for name in ENCODED_ADAPTERS if (target / name).is_dir()):
             for suffix, dtype in (("", "float32"), ("-fp64", "float64")):
                 env.run(
                     ENCODE, "--checkpoint", checkpoint, "--cases", CASES,
@@ -120,13 +143,13 @@ class GLiNER2Reference:
     def adapters_dir(self) -> Path:
         """``<artifacts>/<package>-reference-<hash>-lora-<hash>/``: one folder per adapter of
         :data:`ADAPTERS` (PEFT's layout, as gliner2 saves it; ``lora-a-legacy`` gliner2's
-        legacy layout) on :meth:`reference_dir`'s checkpoint, and for each of :data:`ENCODED_ADAPTERS` gliner2's runs of the cases with
+        legacy layout, for :data:`LEGACY_ENCODERS` only) on :meth:`reference_dir`'s checkpoint, and for each of :data:`ENCODED_ADAPTERS` made gliner2's runs of the cases with
         ``load_adapter`` (``<name>-results.json`` + ``<name>-scores.npz`` in float32,
         ``-fp64`` in float64), in :meth:`reference_dir`'s format."""
         base = self.reference_dir()
         return cached_artifact(
             f"{base.name}-lora",
-            [ADAPTER, LORA_WEIGHTS, ENCODE, KIT / "references.py"],
+            [ADAPTER, LORA_WEIGHTS, LORA_TARGETS, ENCODE, KIT / "references.py"],
             self._build_adapters,
         )
 

@@ -3,7 +3,7 @@ applied in process (runs in the gliner + peft venv)::
 
     python gliner_adapter.py --checkpoint DIR --corpus corpus.json --out ADAPTER_DIR \
         [--out-scores scores.npz --entities entities.json] --seed 1 \
-        [--rank 4] [--alpha 8] [--targets query_proj key_proj value_proj dense] [--whole-model]
+        [--rank 4] [--alpha 8] --targets query_proj value_proj ... [--whole-model]
 
 The adapter is PEFT's ``LoraConfig`` on gliner's encoder, the Hugging Face model at
 ``model.model.token_rep_layer.bert_layer.model``: the module gliner.serve's PolyLoRA wraps,
@@ -11,9 +11,12 @@ and the one gliner itself wraps with ``get_peft_model`` when an encoder folder h
 ``adapter_config.json``. Its ``lora_A`` and ``lora_B`` matrices are drawn from a seeded normal
 (PEFT starts ``lora_B`` at zero, which would leave the outputs unchanged), and it is saved
 with ``save_pretrained(out)``: ``adapter_config.json`` + ``adapter_model.safetensors``, names
-``base_model.model.encoder.layer.N.<module>.lora_A.weight``. ``--whole-model``: PEFT on
-gliner's whole torch model (``model.model``) instead, names
-``base_model.model.token_rep_layer.bert_layer.model.encoder...`` (targets may then name head
+``base_model.model.<encoder module>.lora_A.weight`` (DeBERTa:
+``base_model.model.encoder.layer.N.attention.self.query_proj...``; ModernBERT:
+``base_model.model.layers.N.attn.Wqkv...``). ``--targets``: the modules PEFT adapts (the last
+parts of their names, the encoder's own: ``query_proj``, ``Wqkv``, ...). ``--whole-model``:
+PEFT on gliner's whole torch model (``model.model``) instead, names
+``base_model.model.token_rep_layer.bert_layer.model....`` (targets may then name head
 modules too, e.g. ``prompt_rep_layer.0``).
 
 The outputs are those of a fresh gliner model whose encoder is replaced by
@@ -98,8 +101,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rank", type=int, default=4)
     ap.add_argument("--alpha", type=float, default=8.0)
-    ap.add_argument("--targets", nargs="+",
-                    default=["query_proj", "key_proj", "value_proj", "dense"])  # fmt: skip
+    ap.add_argument("--targets", nargs="+", required=True)
     ap.add_argument("--whole-model", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
