@@ -2,7 +2,8 @@
 the tiny ModernBERT / mmBERT checkpoint of ``build_checkpoint.py`` beside this file, and on its
 bi-encoder variant (``tests/bi_encoder``: a small BERT label encoder, as gliner-bi-*-v2.0
 pair their text encoder with BGE) and its token-level variant (``tests/token_level``:
-gliner's token model)."""
+gliner's token model); the LoRA suite (``tests/lora``) makes its adapters and gliner's runs
+with them in the gliner + PEFT venv."""
 
 from vllm_factory.testing.gliner import references
 from vllm_factory.testing.gliner.references import (
@@ -16,3 +17,4 @@ BI_ENCODER = GLiNERReference(__file__, variant="bi-encoder-bert")
 TOKEN_LEVEL = GLiNERTokenReference(__file__)  # span_mode token_level (tests/token_level)
 reference_dirs = reference_dirs_of(GLiNERReference(__file__), BI_ENCODER, TOKEN_LEVEL)
 glinker_env = references.glinker_env  # its glinker tests' venv (reference-envs, pyproject.toml)
+gliner_peft_env = references.gliner_peft_env  # its LoRA suite's venv (reference-envs)

@@ -65,6 +65,14 @@ vllm_ops = compat.custom_ops()  # vLLM's C++ / CUDA ops (rotary embedding, RMSNo
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
 
+# vLLM's LoRA (``--enable-lora``) on this encoder: a model class that serves adapters gives
+# this as its ``packed_modules_mapping``. Hugging Face's ModernBERT has one ``Linear`` for the
+# fused ``Wqkv`` and one for ``Wi`` (GeGLU input and gate), so an adapter (PEFT on
+# ``ModernBertModel``) has one LoRA pair for each; vLLM wraps a fused layer
+# (``QKVParallelLinear``, ``MergedColumnParallelLinear``) only when the mapping lists it, here as
+# itself: one LoRA over the whole output. ``Wo`` layers are plain row-parallel ones.
+LORA_PACKED_MODULES: dict[str, list[str]] = {"Wqkv": ["Wqkv"], "Wi": ["Wi"]}
+
 IN_GRAPH_ATTENTION = envs.MODERNBERT_IN_GRAPH_ATTENTION
 IN_GRAPH_ATTENTION_ENV = IN_GRAPH_ATTENTION.name
 

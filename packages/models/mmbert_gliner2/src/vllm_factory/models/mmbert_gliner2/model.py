@@ -8,13 +8,23 @@ are; the heads are the same.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import nn
-from vllm_factory.backbones.modernbert import ModernBertEncoder
-from vllm_factory.models.gliner2.model import GLiNER2Model
+from vllm.model_executor.models.utils import WeightsMapper
+from vllm_factory.backbones.modernbert import LORA_PACKED_MODULES, ModernBertEncoder
+from vllm_factory.core.lora import FactoryLoRA
+from vllm_factory.models.gliner2.model import ENCODER_PREFIX, GLiNER2Model
 
 
-class MmBertGLiNER2(GLiNER2Model):
+class MmBertGLiNER2(GLiNER2Model, FactoryLoRA):
+    """vLLM's LoRA (``--enable-lora``) wraps the encoder's parallel linear layers (``Wqkv``,
+    ``Wo``, ``Wi``; the fused ones through the backbone's packed-modules mapping); gliner2's
+    adapters name them under ``encoder.``, which the mapper turns into this model's
+    ``model.``, as for the DeBERTa GLiNER2. Heads that an adapter targets are refused."""
+
+    packed_modules_mapping: ClassVar[dict[str, list[str]]] = LORA_PACKED_MODULES
+    hf_to_vllm_mapper = WeightsMapper(orig_to_new_prefix={ENCODER_PREFIX: "model."})
+
     def build_encoder(self, hf_config: Any, prefix: str) -> nn.Module:
         return ModernBertEncoder(hf_config, prefix=prefix)
