@@ -40,8 +40,8 @@ from vllm_factory.models.gliner2.prompts import (
     LAYOUT_KEY,
     SPECIAL_TOKENS,
     Prompt,
+    PromptBuilder,
     Words,
-    build_prompt,
     choice_prefix,
     split_words,
     tasks_of,
@@ -60,6 +60,7 @@ from vllm_factory.models.gliner2.windows import (
 
 logger = logging.getLogger(__name__)
 TOKENIZE_CACHE = 65536
+BUILDER_CACHE = 256  # schemas whose prompt builder is kept
 FIT_TRIES = 4  # window sizes tried per text when the request leaves chunk_size to the server
 
 
@@ -90,14 +91,16 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
         ]  # fmt: skip
         if unknown:
             raise ValueError(f"the tokenizer lacks GLiNER2's {unknown}: not a GLiNER2 checkpoint")
-        self.tokenize = lru_cache(maxsize=TOKENIZE_CACHE)(self._tokenize)
+        self.token_ids = lru_cache(maxsize=TOKENIZE_CACHE)(self._token_ids)
+        self._builders: dict[tuple, PromptBuilder] = {}
         self._latest = threading.local()  # pre_process -> merge_pooling_params, same thread
         # The last plans and prompts per request id, for build_response.
         self._built: dict[str | None, tuple[SchemaPlan, list[Reading]]] = {}
         self._built_lock = threading.Lock()
 
-    def _tokenize(self, item: str) -> tuple[str, ...]:
-        return tuple(self.tokenizer.tokenize(item))
+    def _token_ids(self, item: str) -> tuple[int, ...]:
+        """The ids of one schema item or text word, tokenized alone."""
+        return tuple(self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(item)))
 
     # -- request -> prompts --------------------------------------------------------------------
 
@@ -158,18 +161,18 @@ class GLiNER2IOProcessor(FactoryIOProcessor[GLiNER2Request]):
         return readings  # type: ignore[return-value]
 
     def _builder(self, plan: SchemaPlan) -> Callable[[Words], Prompt]:
+        """The schema's prompt builder, kept per schema prompt (tasks and choice prefix): a
+        server mostly sees the same few schemas, whose part of the prompt is then tokenized
+        once."""
         tasks, prefix = tasks_of(plan), choice_prefix(plan)
-
-        def build(words: Words) -> Prompt:
-            return build_prompt(
-                tasks,
-                prefix,
-                words,
-                lambda item: list(self.tokenize(item)),
-                self.tokenizer.convert_tokens_to_ids,
-            )
-
-        return build
+        key = (tuple((t.kind, tuple(t.items), tuple(t.fields)) for t in tasks), tuple(prefix))
+        builder = self._builders.get(key)
+        if builder is None:
+            builder = PromptBuilder(tasks, prefix, self.token_ids)
+            self._builders[key] = builder
+            while len(self._builders) > BUILDER_CACHE:
+                self._builders.pop(next(iter(self._builders)), None)
+        return builder.build
 
     def _windows(self, request: GLiNER2Request, index: int) -> Reading:
         """The text's windows (the text as ``max_len`` leaves it), no prompt built yet."""

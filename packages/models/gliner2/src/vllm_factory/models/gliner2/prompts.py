@@ -45,11 +45,15 @@ KIND_OF = {"entities": KIND_ENTITIES, "json_structures": KIND_SPANS, "relations"
 # -- words ----------------------------------------------------------------------------------------
 
 
-def _mark_ranges() -> str:
-    """Every combining mark (Unicode category M) as a regex character-class body of ranges."""
+BMP_END = 0xFFFF
+
+
+def _mark_ranges(first: int = 0, last: int = sys.maxunicode) -> str:
+    """Every combining mark (Unicode category M) from ``first`` to ``last`` as a regex
+    character-class body of ranges."""
     parts, start, previous = [], None, None
-    for code in range(sys.maxunicode + 1):
-        if unicodedata.category(chr(code)).startswith("M"):
+    for code in range(first, last + 2):
+        if code <= last and unicodedata.category(chr(code)).startswith("M"):
             if start is None:
                 start = code
             previous = code
@@ -61,18 +65,34 @@ def _mark_ranges() -> str:
     return "".join(parts)
 
 
+def word_character() -> str:
+    """A regex matching one word character of the library's splitter: letter, digit,
+    underscore (``\\w``), combining mark, ZWNJ or ZWJ.
+
+    The library writes it as one class, case-insensitive. Case folding changes no character's
+    membership (the unit tests check every code point), so it is matched as written. sre tests
+    a class holding a category item range by range, so the marks of the Basic Multilingual
+    Plane stay in the class (sre makes a bitmap of those) and the astral ones, a second class,
+    are tried only for an astral character: a space or a punctuation mark, tried at every
+    word's end and between words, fails without a test of every range."""
+    return (
+        rf"(?:[\w\u200c\u200d{_mark_ranges(0, BMP_END)}]"
+        rf"|(?=[\U00010000-\U0010ffff])[{_mark_ranges(BMP_END + 1)}])"
+    )
+
+
 @lru_cache(maxsize=1)
 def word_pattern() -> re.Pattern[str]:
     """The library's whitespace splitter: URLs, e-mail addresses, @handles, word runs (letters,
-    digits, underscore, combining marks, ZWNJ / ZWJ) joined by - or _, else one non-space."""
-    word = rf"[\w{_mark_ranges()}\u200c\u200d]"
+    digits, underscore, combining marks, ZWNJ / ZWJ) joined by - or _, else one non-space;
+    only the URL, e-mail and handle alternatives ignore case (see :func:`word_character`)."""
+    word = word_character()
     return re.compile(
-        rf"(?:https?://[^\s]+|www\.[^\s]+)"
+        rf"(?i:https?://[^\s]+|www\.[^\s]+"
         rf"|[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{{2,}}"
-        rf"|@[a-z0-9_]+"
+        rf"|@[a-z0-9_]+)"
         rf"|{word}+(?:[-_]{word}+)*"
-        rf"|\S",
-        re.IGNORECASE,
+        rf"|\S"
     )
 
 
@@ -95,13 +115,11 @@ def normalise_text(text: str) -> str:
 
 def split_words(text: str, max_len: int | None = None) -> Words:
     text = normalise_text(text)
-    tokens, starts, ends = [], [], []
     # With max_len, the scan stops after that many words (the rest is never read).
-    for match in itertools.islice(word_pattern().finditer(text), max_len):
-        tokens.append(match.group().lower())
-        starts.append(match.start())
-        ends.append(match.end())
-    return Words(text, tokens, starts, ends)
+    spans = [m.span() for m in itertools.islice(word_pattern().finditer(text), max_len)]
+    starts = [start for start, _ in spans]
+    ends = [end for _, end in spans]
+    return Words(text, [text[s:e].lower() for s, e in spans], starts, ends)
 
 
 # -- schema items ---------------------------------------------------------------------------------
@@ -243,6 +261,46 @@ class Prompt:
     text_tokens: list[str]  # prefix + words, as the span scores are laid out
 
 
+class PromptBuilder:
+    """Prompts of one schema (its tasks and choice prefix), built as the library's
+    ``_format_input_with_mapping`` builds them: every item tokenized alone; a word that yields
+    no sub-token keeps the position where it would start. ``ids_of(item)``: an item's token
+    ids. The schema part (its ids and marker positions) is the same for every text: built once,
+    here, and each text only appends its words."""
+
+    def __init__(self, tasks: Sequence[Task], prefix: Sequence[str],
+                 ids_of: Callable[[str], Sequence[int]]) -> None:  # fmt: skip
+        self.tasks = list(tasks)
+        self.prefix = list(prefix)
+        self.ids_of = ids_of
+        ids: list[int] = []
+        layout_tasks = []
+        for index, task in enumerate(self.tasks):
+            if index:
+                ids += ids_of(SEP_STRUCT)
+            markers = []
+            for position, item in enumerate(task.items):
+                # [P] (item 1) and the child markers (items 4, 6, ... before the closing brackets)
+                if position == 1 or (4 <= position < len(task.items) - 2 and position % 2 == 0):
+                    markers.append(len(ids))
+                ids += ids_of(item)
+            layout_tasks.append((KIND_OF[task.kind], tuple(markers)))
+        ids += ids_of(SEP_TEXT)
+        self.schema_ids = ids
+        self.layout_tasks = tuple(layout_tasks)
+        self.prefix_ids = [ids_of(token) for token in self.prefix]
+
+    def build(self, words: Words) -> Prompt:
+        ids = list(self.schema_ids)
+        positions = []
+        ids_of = self.ids_of
+        for token_ids in [*self.prefix_ids, *map(ids_of, words.tokens)]:
+            positions.append(len(ids))
+            ids += token_ids
+        layout = PromptLayout(tuple(positions), self.layout_tasks)
+        return Prompt(ids, layout, self.tasks, words, [*self.prefix, *words.tokens])
+
+
 def build_prompt(
     tasks: Sequence[Task],
     prefix: Sequence[str],
@@ -250,29 +308,9 @@ def build_prompt(
     tokenize: Callable[[str], list[str]],
     to_ids: Callable[[list[str]], list[int]],
 ) -> Prompt:
-    """Token ids and layout, exactly as the library's ``_format_input_with_mapping``: every
-    item tokenized alone; a word that yields no sub-token keeps the position where it would
-    start."""
-    subwords: list[str] = []
-    layout_tasks = []
-    for index, task in enumerate(tasks):
-        if index:
-            subwords += tokenize(SEP_STRUCT)
-        markers = []
-        for position, item in enumerate(task.items):
-            # [P] (item 1) and the child markers (items 4, 6, ... before the closing brackets)
-            if position == 1 or (4 <= position < len(task.items) - 2 and position % 2 == 0):
-                markers.append(len(subwords))
-            subwords += tokenize(item)
-        layout_tasks.append((KIND_OF[task.kind], tuple(markers)))
-    subwords += tokenize(SEP_TEXT)
-    text_tokens = [*prefix, *words.tokens]
-    positions = []
-    for token in text_tokens:
-        positions.append(len(subwords))
-        subwords += tokenize(token)
-    layout = PromptLayout(tuple(positions), tuple(layout_tasks))
-    return Prompt(to_ids(subwords), layout, list(tasks), words, text_tokens)
+    """Token ids and layout of one text (:class:`PromptBuilder`, the items' sub-tokens from
+    ``tokenize`` and their ids from ``to_ids``)."""
+    return PromptBuilder(tasks, prefix, lambda item: to_ids(tokenize(item))).build(words)
 
 
 def layout_for(extra: Any, key: str) -> PromptLayout | None:
