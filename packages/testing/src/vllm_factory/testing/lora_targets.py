@@ -5,6 +5,9 @@ Per encoder ``model_type`` (the Hugging Face config's), the names of the encoder
 layers as PEFT matches them (the last part of a module's name): every projection, and the
 attention's input ones alone (an adapter on fewer modules, at another rank). ModernBERT fuses
 query, key and value in ``Wqkv`` and the GeGLU halves in ``Wi``: one layer each for PEFT.
+mT5 / T5 (``T5EncoderModel``) has separate ``q``, ``k``, ``v``, ``o`` and a gated feed-forward
+``wi_0`` / ``wi_1`` / ``wo`` (mT5 always; T5 per ``feed_forward_proj``, else one ``wi``: its
+list names both forms, PEFT adapts those present).
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ from pathlib import Path
 EVERY: dict[str, tuple[str, ...]] = {
     "deberta-v2": ("query_proj", "key_proj", "value_proj", "dense"),
     "modernbert": ("Wqkv", "Wo", "Wi"),
+    "mt5": ("q", "k", "v", "o", "wi_0", "wi_1", "wo"),
+    "t5": ("q", "k", "v", "o", "wi", "wi_0", "wi_1", "wo"),
 }
 ATTENTION_INPUTS: dict[str, tuple[str, ...]] = {
     "deberta-v2": ("query_proj", "value_proj"),
     "modernbert": ("Wqkv",),
+    "mt5": ("q", "v"),
+    "t5": ("q", "v"),
 }
 
 

@@ -84,6 +84,18 @@ def feed_forward_kind(config) -> tuple[bool, str]:
     return gated, act
 
 
+def lora_packed_modules(config) -> dict[str, list[str]]:
+    """vLLM's LoRA (``--enable-lora``) on this encoder: a model class that serves adapters
+    gives this as its ``packed_modules_mapping``. Hugging Face's T5 has separate ``q``, ``k``,
+    ``v`` and, gated, ``wi_0`` / ``wi_1`` layers, each with its own LoRA pair in a PEFT adapter;
+    here they are fused (``qkv``, ``wi``), and vLLM wraps a fused layer only when the mapping
+    lists its parts: one LoRA slice per part. A non-gated ``wi`` is one layer (not listed)."""
+    packed = {"qkv": ["q", "k", "v"]}
+    if feed_forward_kind(config)[0]:
+        packed["wi"] = ["wi_0", "wi_1"]
+    return packed
+
+
 def _clamp_fp16(x: torch.Tensor) -> torch.Tensor:
     """Hugging Face's fp16 guard: pull infinities back into the fp16 range."""
     top = torch.finfo(torch.float16).max
