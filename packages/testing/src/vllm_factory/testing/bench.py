@@ -1483,14 +1483,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, B
         help="the spec's request mix, where it has several (e.g. colqwen3: pages, queries); "
         "results are then named <plugin>-<workload>-<mode>",
     )  # fmt: skip
-    ap.add_argument(
-        "--adapters", type=int, default=8,
-        help="--workload lora: seeded LoRA adapters the requests name in turn",
-    )  # fmt: skip
-    ap.add_argument(
-        "--lora-rank", type=int, default=16,
-        help="--workload lora: the adapters' rank, on every target module of the encoder",
-    )  # fmt: skip
+    lora = ap.add_argument_group("--workload lora")
+    for flag, default, text in (
+        ("--adapters", 8, "seeded LoRA adapters the requests name in turn"),
+        ("--lora-rank", 16, "the adapters' rank, on every target module of the encoder"),
+    ):
+        lora.add_argument(flag, type=int, default=default, help=text)
     args = ap.parse_args(argv)
     if args.adapters < 1 or args.lora_rank < 1:
         ap.error("--adapters and --lora-rank must be at least 1")

@@ -311,37 +311,13 @@ class GLiNERBenchSpec(TextBenchSpec):
         if self.workload == LORA:
             return self.lora_servers(checkpoint)
         if self.workload == LONG:
-            return [
-                ServerSpec(
-                    name="plugin",
-                    label=f"plugin {self.name}_io, windows",
-                    io_processor_plugin=None,
-                    hf_overrides=None,
-                    make_body=long_plugin_body,
-                    check=check_plugin,
-                    describe=describe_entities,
-                )
-            ]
+            return [plugin_server("plugin", f"plugin {self.name}_io, windows", long_plugin_body)]
         return [
-            ServerSpec(
-                name="plugin",
-                label=f"plugin {self.name}_io",
-                io_processor_plugin=None,  # named in the prepared config.json
-                hf_overrides=None,
-                make_body=plugin_body,
-                check=check_plugin,
-                describe=describe_entities,
-            ),
-            ServerSpec(
-                name="gliner-serve",
-                label="gliner.serve (Ray Serve)",
-                io_processor_plugin=None,
-                hf_overrides=None,
-                make_body=lambda model, text, encoding: serve_body(text, LABELS, THRESHOLD),
-                check=check_answer,
-                describe=describe_serve_entities,
-                launch=launch_gliner_serve,
-                path=ROUTE,
+            plugin_server("plugin", f"plugin {self.name}_io"),
+            serve_server(
+                "gliner.serve (Ray Serve)",
+                lambda model, text, encoding: serve_body(text, LABELS, THRESHOLD),
+                launch_gliner_serve,
             ),
         ]
 
@@ -366,39 +342,46 @@ class GLiNERBenchSpec(TextBenchSpec):
             return launch_gliner_serve(config, checkpoint, max_model_len, args)
 
         return [
-            ServerSpec(
-                name="base",
-                label=f"plugin {self.name}_io, base model (no LoRA)",
-                io_processor_plugin=None,
-                hf_overrides=None,
-                make_body=plugin_body,
-                check=check_plugin,
-                describe=describe_entities,
-            ),
-            ServerSpec(
-                name="plugin",
-                label=f"plugin {self.name}_io, {count}",
-                io_processor_plugin=None,
-                hf_overrides=None,
-                make_body=plugin_body,
-                check=check_plugin,
+            plugin_server("base", f"plugin {self.name}_io, base model (no LoRA)"),
+            plugin_server(
+                "plugin",
+                f"plugin {self.name}_io, {count}",
                 extra_args=lora_args(adapters, config.lora_rank),
-                describe=describe_entities,
                 adapter_names=names,
             ),
-            ServerSpec(
-                name="gliner-serve",
-                label=f"gliner.serve PolyLoRA, {len(names)} adapter ids (none applied)",
-                io_processor_plugin=None,
-                hf_overrides=None,
-                make_body=polylora_body,
-                check=check_answer,
-                describe=describe_serve_entities,
-                launch=launch,
-                path=ROUTE,
+            serve_server(
+                f"gliner.serve PolyLoRA, {len(names)} adapter ids (none applied)",
+                polylora_body,
+                launch,
                 adapter_names=names,
             ),
         ]
+
+
+def plugin_server(
+    name: str, label: str, make_body: Callable[[str, str, str], dict] = plugin_body, **more: Any
+) -> ServerSpec:
+    """The plugin's server (its IOProcessor named in the prepared config.json), answering
+    :func:`check_plugin`'s shape; ``more``: :class:`ServerSpec`'s other fields."""
+    return ServerSpec(
+        name=name, label=label, io_processor_plugin=None, hf_overrides=None,
+        make_body=make_body, check=check_plugin, describe=describe_entities, **more,
+    )  # fmt: skip
+
+
+def serve_server(
+    label: str,
+    make_body: Callable[[str, str, str], dict],
+    launch: Callable[[BenchConfig, Path, int], GlinerServe],
+    **more: Any,
+) -> ServerSpec:
+    """gliner.serve (``launch`` starts it) answering on its own route, as gliner's own server
+    does; ``more``: :class:`ServerSpec`'s other fields."""
+    return ServerSpec(
+        name="gliner-serve", label=label, io_processor_plugin=None, hf_overrides=None,
+        make_body=make_body, check=check_answer, describe=describe_serve_entities,
+        launch=launch, path=ROUTE, **more,
+    )  # fmt: skip
 
 
 def launch_gliner_serve(

@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -330,15 +330,10 @@ class GLiNER2BenchSpec(TextBenchSpec):
             return self.lora_servers(checkpoint)
         long = self.workload == LONG
         return [
-            ServerSpec(
-                name="plugin",
-                label=f"plugin deberta_{self.name}_io" + (", windows" if long else ""),
-                io_processor_plugin=None,  # --config-format gliner2 names it
-                hf_overrides=None,
+            plugin_server(
+                "plugin",
+                f"plugin deberta_{self.name}_io" + (", windows" if long else ""),
                 make_body=long_plugin_body if long else plugin_body,
-                check=check_plugin,
-                extra_args=CONFIG_FORMAT,
-                describe=describe_extractions,
                 # the windows' prompts may pass the encoder's 512 positions (max_model_len)
                 env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if long else {},
             )
@@ -353,28 +348,31 @@ class GLiNER2BenchSpec(TextBenchSpec):
         adapters = {name: folder / name for name in names}
         plugin = f"plugin deberta_{self.name}_io"
         return [
-            ServerSpec(
-                name="base",
-                label=f"{plugin}, base model (no LoRA)",
-                io_processor_plugin=None,
-                hf_overrides=None,
-                make_body=plugin_body,
-                check=check_plugin,
-                extra_args=CONFIG_FORMAT,
-                describe=describe_extractions,
-            ),
-            ServerSpec(
-                name="plugin",
-                label=f"{plugin}, {len(names)} LoRA adapters",
-                io_processor_plugin=None,
-                hf_overrides=None,
-                make_body=plugin_body,
-                check=check_plugin,
+            plugin_server("base", f"{plugin}, base model (no LoRA)"),
+            plugin_server(
+                "plugin",
+                f"{plugin}, {len(names)} LoRA adapters",
                 extra_args=[*CONFIG_FORMAT, *lora_args(adapters, self._config.lora_rank)],
-                describe=describe_extractions,
                 adapter_names=names,
             ),
         ]
+
+
+def plugin_server(
+    name: str,
+    label: str,
+    *,
+    make_body: Callable[[str, str, str], dict] = plugin_body,
+    extra_args: Sequence[str] = CONFIG_FORMAT,
+    **more: Any,
+) -> ServerSpec:
+    """The plugin's server (``--config-format gliner2`` names its IOProcessor), answering
+    :func:`check_plugin`'s shape; ``more``: :class:`ServerSpec`'s other fields."""
+    return ServerSpec(
+        name=name, label=label, io_processor_plugin=None, hf_overrides=None,
+        make_body=make_body, check=check_plugin, extra_args=extra_args,
+        describe=describe_extractions, **more,
+    )  # fmt: skip
 
 
 @cache
