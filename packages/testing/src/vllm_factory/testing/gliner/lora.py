@@ -34,7 +34,7 @@ from vllm_factory.testing.gliner.parity import (
     _near_tie,
     _same_side,
 )
-from vllm_factory.testing.gliner.references import ENCODED_ADAPTERS
+from vllm_factory.testing.gliner.references import ENCODED_ADAPTERS, LORA_THRESHOLDS
 from vllm_factory.testing.parity import tolerance
 from vllm_factory.testing.report import record
 
@@ -106,7 +106,8 @@ def library(name: str, reference_dir: Path, lora_dir: Path) -> tuple[dict, dict]
 @pytest.fixture(scope="session")
 def lora_served(lora_server, corpus) -> dict[str, dict]:
     """Per name: the corpus's score tensors per label set and its entity lists per label set,
-    decoding mode and threshold (one request per label set and setting, all texts)."""
+    decoding mode and threshold of :data:`LORA_THRESHOLDS` (one request per label set and
+    setting, all texts)."""
     served: dict[str, dict] = {}
     for name in NAMES:
         out: dict = {}
@@ -115,7 +116,7 @@ def lora_served(lora_server, corpus) -> dict[str, dict]:
             items = post(lora_server, name, {**data, "return_scores": True})
             out[f"scores_{set_name}"] = [np.asarray(i["scores"], np.float32) for i in items]
             for mode, kwargs in MODES.items():
-                for threshold in corpus["thresholds"]:
+                for threshold in LORA_THRESHOLDS:
                     request = {**data, **kwargs, "threshold": threshold}
                     out[f"{set_name}/{mode}/{threshold}"] = post(lora_server, name, request)
         served[name] = out
@@ -143,7 +144,7 @@ def test_adapters_match_gliner(
     compared = left_out = listed = 0
     for set_name in corpus["label_sets"]:
         for mode in MODES:
-            for threshold in corpus["thresholds"]:
+            for threshold in LORA_THRESHOLDS:
                 key = f"{set_name}/{mode}/{threshold}"
                 for i, (got, want) in enumerate(zip(served[key], entities[key], strict=True)):
                     ref = scores[f"scores_{set_name}_{i}"]
@@ -164,7 +165,7 @@ def test_adapters_match_gliner(
     assert compared >= 0.9 * (compared + left_out), (name, compared, left_out)
     if name != BASE:  # the adapter changes what gliner extracts (the test is not vacuous)
         base, _ = library(BASE, reference_dir, lora_dir)
-        keys = [k for k in base if k.count("/") == 2 and "input_spans" not in k]
+        keys = [k for k in entities if k.count("/") == 2 and "input_spans" not in k]
         changed = sum(a != b for k in keys for a, b in zip(base[k], entities[k]))
         total = sum(len(base[k]) for k in keys)
         assert changed >= total // 2, (name, changed, total)

@@ -14,6 +14,7 @@ and a three-line ``reference/<name>_reference.py``::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -64,6 +65,10 @@ ADAPTERS: dict[str, tuple[list[str | int], str]] = {
 }  # fmt: skip
 # The adapters gliner's outputs are written for (served and compared).
 ENCODED_ADAPTERS = ("lora-a", "lora-b", "lora-whole")
+# The decoding threshold of the LoRA suite's entity lists (every decoding mode at it): an
+# adapter changes the encoder only, and the parity suite covers decoding at every threshold of
+# the corpus; the score tensors are compared in full.
+LORA_THRESHOLDS = (0.5,)
 
 
 def adapter_targets(checkpoint: Path, targets: str) -> list[str]:
@@ -164,11 +169,18 @@ class GLiNERReference:
     def _build_adapters(self, target: Path) -> None:
         checkpoint = self.reference_dir() / "checkpoint"
         env = gliner_peft_env().ensure()
+        corpus = json.loads(CORPUS.read_text(encoding="utf-8"))
+        assert set(LORA_THRESHOLDS) <= set(corpus["thresholds"]), corpus["thresholds"]
+        lora_corpus = target / "corpus.json"
+        lora_corpus.write_text(
+            json.dumps({**corpus, "thresholds": list(LORA_THRESHOLDS)}, ensure_ascii=False),
+            encoding="utf-8",
+        )
         for name, (arguments, targets) in ADAPTERS.items():
             outputs = ["--out-scores", target / f"{name}-scores.npz",
                        "--entities", target / f"{name}-entities.json"]  # fmt: skip
             env.run(
-                ADAPTER, "--checkpoint", checkpoint, "--corpus", CORPUS, "--out", target / name,
+                ADAPTER, "--checkpoint", checkpoint, "--corpus", lora_corpus, "--out", target / name,
                 *(outputs if name in ENCODED_ADAPTERS else []), *arguments,
                 "--targets", *adapter_targets(checkpoint, targets),
             )  # fmt: skip
@@ -177,7 +189,8 @@ class GLiNERReference:
         """``<artifacts>/<package>-reference-<hash>-lora-<hash>/``: one folder per adapter of
         :data:`ADAPTERS` (PEFT's layout) on :meth:`reference_dir`'s checkpoint, and for each of
         :data:`ENCODED_ADAPTERS` gliner's outputs with it applied in process: ``<name>-scores.npz``
-        and ``<name>-entities.json``, in :meth:`reference_dir`'s format."""
+        and ``<name>-entities.json``, in :meth:`reference_dir`'s format, the entity lists at
+        :data:`LORA_THRESHOLDS` (``corpus.json``: the corpus with those thresholds)."""
         base = self.reference_dir()
         inputs = [ADAPTER, LORA_WEIGHTS, LORA_TARGETS, ENCODE, PEFT_REQUIREMENTS,
                   KIT / "references.py"]  # fmt: skip
