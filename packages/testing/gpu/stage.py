@@ -310,13 +310,16 @@ def main() -> int:
     if "/.gpu/" not in (exclude.read_text() if exclude.exists() else ""):
         with open(exclude, "a", encoding="utf-8") as handle:
             handle.write("/.gpu/\n")
+    # the wheelhouse script is found before the long builds, not after them
+    script = os.environ.get("VLLM_FACTORY_WHEELHOUSE_SCRIPT") or str(
+        ROOT.parent / "shared" / "gpu" / "prepare-wheelhouse.sh"
+    )
+    if args.wheelhouse and not Path(script).is_file():
+        parser.error(f"--wheelhouse: no {script} (set VLLM_FACTORY_WHEELHOUSE_SCRIPT)")
     build_wheels(STAGE / "dist")
     if not args.no_references:
         copy_references(reference_folders(args.python), STAGE / "artifacts")
     if args.wheelhouse:
-        script = os.environ.get("VLLM_FACTORY_WHEELHOUSE_SCRIPT") or str(
-            ROOT.parent / "shared" / "gpu" / "prepare-wheelhouse.sh"
-        )
         if (STAGE / "wheelhouse").exists():
             shutil.rmtree(STAGE / "wheelhouse")
         subprocess.run(["bash", script, str(STAGE / "wheelhouse")], check=True)

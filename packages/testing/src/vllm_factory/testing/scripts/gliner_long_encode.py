@@ -4,8 +4,10 @@ API, so the windows and the merge are written here from the served rule, not imp
     python gliner_long_encode.py --checkpoint DIR --cases cases.json --out ref-long.json \
         --scores ref-long.npz
 
-Each case: ``text``, ``labels``, ``threshold``, ``overlap``, ``flat_ner``, ``multi_label`` and
-optional ``input_spans`` (``[[start, end], ...]`` character spans). The text is split with
+Each case: ``text``, ``labels``, ``threshold`` (or ``candidate_share``: the threshold is the
+score above which that share of the whole text's (span, label) cells lies),
+``overlap``, ``flat_ner``, ``multi_label`` and optional ``input_spans`` (``[[start, end], ...]``
+character spans). The text is split with
 gliner's whitespace splitter into words. Token room: gliner's tokenizer's limit less what gliner
 puts in a prompt besides the text (special tokens, and for a uni-encoder the label prompt gliner's
 processor builds), counted by tokenizing gliner's own prompt for the whole text without
@@ -18,12 +20,12 @@ as ``predict_entities`` computes them). Candidates: every cell above the thresho
 ends inside its window, moved to whole-text word indices, the higher score kept where windows
 overlap, restricted to ``input_spans``; gliner's own ``greedy_search`` selects among them (in
 whole-text row-major order before its sort by score). Written: per case the windows, the
-entities (``start``, ``end`` character offsets of the whole text, ``text``, ``label``,
+threshold, the entities (``start``, ``end`` character offsets of the whole text, ``text``, ``label``,
 ``score``), ``unread``: the words no window gives a token in gliner's own ``tokenize_inputs``
 (0 expected), and ``unread_by_words``: the same for windows of ``max_len`` words alone (the rule
 before token room, to show what a case tests); in the ``.npz`` the whole text's scores
 (``scores_<case>``: per cell the highest score of the windows that hold the span whole, 0 where
-none does).
+none does); with ``--bf16-scores``, gliner's bf16 scores of the same windows.
 """
 
 from __future__ import annotations
@@ -120,28 +122,48 @@ def window_scores(model, text: str, labels: list[str]) -> np.ndarray:
     return torch.sigmoid(logits).float().numpy()[: len(prepared["tokens"][0])]
 
 
-def run_case(model, case: dict) -> tuple[dict, np.ndarray]:
-    from gliner.decoding.decoder import Span
-
-    text, labels, threshold = case["text"], case["labels"], case["threshold"]
-    max_len = int(model.config.max_len)
+def score_case(model, case: dict) -> tuple[list[tuple[int, int]], list[np.ndarray], np.ndarray]:
+    """The case's windows, each window's scores, and the whole text's merged scores."""
+    text, labels = case["text"], case["labels"]
     spans = [(m.start(), m.end()) for m in WORDS.finditer(text)]
     words = [text[s:e] for s, e in spans]
     tokens, room = tokens_and_room(model, words, labels)
-    bounds = token_windows(tokens, room, max_len, case["overlap"])
-    best: dict[tuple[int, int, int], float] = {}
-    merged = None
+    bounds = token_windows(tokens, room, int(model.config.max_len), case["overlap"])
+    scored, merged = [], None
     for first, end in bounds:
-        piece = text[spans[first][0] : spans[end - 1][1]]
-        probs = window_scores(model, piece, labels)
+        probs = window_scores(model, text[spans[first][0] : spans[end - 1][1]], labels)
         size = end - first
         assert probs.shape[0] == size, (probs.shape, size)
         if merged is None:
             merged = np.zeros((len(spans), probs.shape[1], probs.shape[2]), dtype=np.float32)
         inside = np.arange(size)[:, None] + np.arange(probs.shape[1])[None, :] < size
+        probs = probs * inside[:, :, None]
         rows = merged[first:end]
-        np.maximum(rows, probs * inside[:, :, None], out=rows)
-        for start, width, label in np.argwhere((probs > threshold) & inside[:, :, None]).tolist():
+        np.maximum(rows, probs, out=rows)
+        scored.append(probs)
+    return bounds, scored, merged
+
+
+def case_threshold(case: dict, merged: np.ndarray) -> float:
+    """The case's threshold, or for a case with ``candidate_share`` the score above which that
+    share of the whole text's (span, label) cells lies."""
+    if case.get("candidate_share") is None:
+        return float(case["threshold"])
+    words = merged.shape[0]
+    inside = np.arange(words)[:, None] + np.arange(merged.shape[1])[None, :] < words
+    cells = merged[inside].ravel()
+    return float(np.quantile(cells, 1.0 - case["candidate_share"]))
+
+
+def decode_case(model, case: dict, bounds, scored, threshold: float) -> dict:
+    from gliner.decoding.decoder import Span
+
+    text, labels = case["text"], case["labels"]
+    spans = [(m.start(), m.end()) for m in WORDS.finditer(text)]
+    words = [text[s:e] for s, e in spans]
+    best: dict[tuple[int, int, int], float] = {}
+    for (first, _), probs in zip(bounds, scored):
+        for start, width, label in np.argwhere(probs > threshold).tolist():
             value = float(probs[start, width, label])
             key = (first + start, first + start + width, label)
             best[key] = max(best.get(key, value), value)
@@ -158,10 +180,11 @@ def run_case(model, case: dict) -> tuple[dict, np.ndarray]:
          "score": k.score}
         for k in kept
     ]  # fmt: skip
+    max_len = int(model.config.max_len)
     unread = unread_words(model, words, labels, bounds)
     before = unread_words(model, words, labels, windows(len(words), max_len, case["overlap"]))
-    return {"windows": bounds, "entities": entities, "unread": unread,
-            "unread_by_words": before}, merged  # fmt: skip
+    return {"windows": bounds, "threshold": threshold, "entities": entities, "unread": unread,
+            "unread_by_words": before}  # fmt: skip
 
 
 def main() -> None:
@@ -179,12 +202,15 @@ def main() -> None:
     cases = json.loads(args.cases.read_text(encoding="utf-8"))
     results, arrays = {}, {}
     for name, case in cases.items():
-        results[name], arrays[f"scores_{name}"] = run_case(model, case)
+        bounds, scored, merged = score_case(model, case)
+        threshold = case_threshold(case, merged)
+        results[name] = decode_case(model, case, bounds, scored, threshold)
+        arrays[f"scores_{name}"] = merged
     args.out.write_text(json.dumps(results, ensure_ascii=False), encoding="utf-8")
     np.savez(args.scores, **arrays)
     if args.bf16_scores is not None:  # what bf16 costs gliner itself on the same windows
         model = model.to(torch.bfloat16)
-        bf16 = {f"scores_{name}": run_case(model, case)[1] for name, case in cases.items()}
+        bf16 = {f"scores_{name}": score_case(model, case)[2] for name, case in cases.items()}
         np.savez(args.bf16_scores, **bf16)
 
 
