@@ -4,28 +4,27 @@ API, so the windows and the merge are written here from the served rule, not imp
     python gliner_long_encode.py --checkpoint DIR --cases cases.json --out ref-long.json \
         --scores ref-long.npz
 
-Each case: ``text``, ``labels``, ``threshold`` (or ``candidate_share``: the threshold is the
-score above which that share of the whole text's (span, label) cells lies),
-``overlap``, ``flat_ner``, ``multi_label`` and optional ``input_spans`` (``[[start, end], ...]``
-character spans). The text is split with
-gliner's whitespace splitter into words. Token room: gliner's tokenizer's limit less what gliner
-puts in a prompt besides the text (special tokens, and for a uni-encoder the label prompt gliner's
-processor builds), counted by tokenizing gliner's own prompt for the whole text without
-truncation and attributing each token to its word. A text of at most ``max_len`` words whose
-tokens fit the room is one window; else each window runs from its first word to the last word
-such that it holds at most ``max_len`` words and their tokens fit the room (one word at least),
-and the next starts ``overlap`` words before its end, or one word after its start when that is
-not later. gliner's model scores each window's text alone (its raw sigmoid span x label scores,
-as ``predict_entities`` computes them). Candidates: every cell above the threshold whose span
-ends inside its window, moved to whole-text word indices, the higher score kept where windows
+Each case: ``text``, ``labels``, ``threshold`` (or ``candidate_share``: the threshold is the score
+above which that share of the whole text's (span, label) cells lies), ``overlap``, ``flat_ner``,
+``multi_label`` and optional ``input_spans`` (``[[start, end], ...]`` character spans). The text
+is split with gliner's whitespace splitter into words. Token room: gliner's tokenizer's limit less
+what gliner puts in a prompt besides the text (special tokens, and for a uni-encoder the label
+prompt gliner's processor builds), counted by tokenizing gliner's own prompt for the whole text
+without truncation and attributing each token to its word. A text of at most ``max_len`` words
+whose tokens fit the room is one window; else each window runs from its first word to the last
+word such that it holds at most ``max_len`` words and their tokens fit the room (one word at
+least), and the next starts ``overlap`` words before its end, or one word after its start when
+that is not later. gliner's model scores each window's text alone (its raw sigmoid span x label
+scores, as ``predict_entities`` computes them). Candidates: every cell above the threshold whose
+span ends inside its window, moved to whole-text word indices, the higher score kept where windows
 overlap, restricted to ``input_spans``; gliner's own ``greedy_search`` selects among them (in
 whole-text row-major order before its sort by score). Written: per case the windows, the
-threshold, the entities (``start``, ``end`` character offsets of the whole text, ``text``, ``label``,
-``score``), ``unread``: the words no window gives a token in gliner's own ``tokenize_inputs``
-(0 expected), and ``unread_by_words``: the same for windows of ``max_len`` words alone (the rule
-before token room, to show what a case tests); in the ``.npz`` the whole text's scores
-(``scores_<case>``: per cell the highest score of the windows that hold the span whole, 0 where
-none does); with ``--bf16-scores``, gliner's bf16 scores of the same windows.
+threshold, the entities (``start``, ``end`` character offsets of the whole text, ``text``,
+``label``, ``score``), ``unread``: the words no window gives a token in gliner's own
+``tokenize_inputs`` (0 expected), and ``unread_by_words``: the same for windows of ``max_len``
+words alone (the rule before token room, to show what a case tests); in the ``.npz`` the whole
+text's scores (``scores_<case>``: per cell the highest score of the windows that hold the span
+whole, 0 where none does); with ``--bf16-scores``, gliner's bf16 scores of the same windows.
 """
 
 from __future__ import annotations
@@ -122,11 +121,16 @@ def window_scores(model, text: str, labels: list[str]) -> np.ndarray:
     return torch.sigmoid(logits).float().numpy()[: len(prepared["tokens"][0])]
 
 
+def split(text: str) -> tuple[list[tuple[int, int]], list[str]]:
+    """The words of ``text``: their character spans and strings."""
+    spans = [(m.start(), m.end()) for m in WORDS.finditer(text)]
+    return spans, [text[s:e] for s, e in spans]
+
+
 def score_case(model, case: dict) -> tuple[list[tuple[int, int]], list[np.ndarray], np.ndarray]:
     """The case's windows, each window's scores, and the whole text's merged scores."""
     text, labels = case["text"], case["labels"]
-    spans = [(m.start(), m.end()) for m in WORDS.finditer(text)]
-    words = [text[s:e] for s, e in spans]
+    spans, words = split(text)
     tokens, room = tokens_and_room(model, words, labels)
     bounds = token_windows(tokens, room, int(model.config.max_len), case["overlap"])
     scored, merged = [], None
@@ -159,8 +163,7 @@ def decode_case(model, case: dict, bounds, scored, threshold: float) -> dict:
     from gliner.decoding.decoder import Span
 
     text, labels = case["text"], case["labels"]
-    spans = [(m.start(), m.end()) for m in WORDS.finditer(text)]
-    words = [text[s:e] for s, e in spans]
+    spans, words = split(text)
     best: dict[tuple[int, int, int], float] = {}
     for (first, _), probs in zip(bounds, scored):
         for start, width, label in np.argwhere(probs > threshold).tolist():
