@@ -64,10 +64,11 @@ def server(served_dir: Path):
 
 @pytest.fixture(scope="session")
 def ner(server):
-    """``ner(data)`` -> the response ``data`` list (asserts HTTP 200)."""
+    """``ner(data)`` -> the response ``data`` list (asserts HTTP 200); ``ner(data, timeout=s)``
+    waits longer than the server fixture's default."""
 
-    def run(data: dict) -> list:
-        response = server.pooling(data)
+    def run(data: dict, timeout: float | None = None) -> list:
+        response = server.pooling(data) if timeout is None else server.pooling(data, timeout)
         assert response.status_code == 200, response.text
         return response.json()["data"]
 

@@ -38,6 +38,9 @@ from vllm_factory.testing.report import record
 from vllm_factory.testing.requests import assert_refused
 
 LONG_ENCODE = SCRIPTS / "gliner_long_encode.py"
+# A case's request may wait this long: its 10,000-word text is hundreds of windows, answered in
+# about a second alone but far slower on a CI host whose two cores serve two lanes at once.
+LONG_TIMEOUT_S = 900.0
 
 
 def checkpoint_sizes(reference_dir: Path) -> tuple[int, int]:
@@ -88,7 +91,10 @@ def test_long_texts_match_gliner_on_the_same_windows(name, ner, long_reference, 
     expected = np.load(long_reference / "ref-long.npz")[f"scores_{name}"]
     threshold = reference["threshold"]  # the case's, or where it gives a candidate share, the
     # reference's threshold for it
-    served = ner(_request(case, threshold=threshold, return_scores=True, return_windows=True))
+    served = ner(
+        _request(case, threshold=threshold, return_scores=True, return_windows=True),
+        timeout=LONG_TIMEOUT_S,
+    )
     scores = np.asarray(served["scores"], dtype=np.float32)
     words = split_words(case["text"])
     limits = _limits(server, long_reference)
