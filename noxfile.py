@@ -286,10 +286,9 @@ def tests(session: nox.Session) -> None:
 # (2026-11-26: mt5_gliner 159 s and nemotron_colembed 114 s at the end of a 3,053-s tests
 # stream, while the older stream ended at 2,317 s; in two lanes both streams ended at ~2,440 s).
 # An entry is a package's name (its whole suite) or `<name>/<folder>` (that folder of its tests;
-# the rest of its suite stays in the main lane). deberta_gliner's relex and token-level folders
-# (~130 s) moved when the mmBERT LoRA suites (~150 s) joined the main lane (clean-clone CI of
-# a392a5b: tests lane 2,814 s, the older stream with the second lane 2,631 s); its bi-encoder
-# folder (~360 s) when moderncolbert's suite ended the tests lane at ~3,400 s (CI of 01dcddd).
+# the rest of its suite stays in the main lane). deberta_gliner's bi-encoder, relex and
+# token-level folders run in the second lane (to be re-timed: the main lane lost its GLiNER
+# LoRA suites in 04f2105).
 SECOND_LANE = (
     "mt5-gliner",
     "nemotron-colembed",
@@ -299,8 +298,9 @@ SECOND_LANE = (
     "deberta-gliner/token_level",
 )
 # Folders neither lane runs (`nox -s tests` alone and `nox -s matrix` do): the GLiNER LoRA
-# suites. In a clean clone each builds the gliner + PEFT venv, its adapters and gliner's runs
-# with them; GLiNER2's LoRA suite (LoRA on the DeBERTa encoder, vLLM's adapter endpoints) stays.
+# suites and mmbert_gliner2's. In a clean clone each builds the gliner (+ PEFT) venv, its
+# adapters and the library's runs with them. Decision: CI keeps one LoRA suite, gliner2's (LoRA
+# on the DeBERTa encoder, vLLM's adapter endpoints, mixed-adapter batches).
 LANES_SKIP = ("deberta-gliner/lora", "mmbert-gliner/lora", "mmbert-gliner2/lora", "mt5-gliner/lora")
 LANES = ("main", "second")
 

@@ -9,8 +9,8 @@ the checkpoint's ``max_len`` words, unicode words and odd whitespace at every wi
 token-dense texts (long numbers, rare words) where windows of ``max_len`` words alone left words
 unread, with the reference's check that every word gets a token in some window,
 spans across the borders (found, and given as ``input_spans``), and a 10,000-word text
-(decoded at the threshold that keeps a trained model's share of candidates). Scores are compared within the tolerances of
-:mod:`vllm_factory.testing.parity` for the server's dtype (below fp32, widened by what that dtype
+(decoded at the threshold that keeps a trained model's share of candidates). Scores are
+compared within the tolerances of :mod:`vllm_factory.testing.parity` for the server's dtype (below fp32, widened by what that dtype
 costs gliner itself on the same windows: the reference's bf16 run), entity lists exactly (unless
 a score lands on the other side of the threshold, or overlapping candidates tie within the
 tolerance). Two answers of one server to prompts batched differently (one text in two modes or
@@ -38,8 +38,8 @@ from vllm_factory.testing.report import record
 from vllm_factory.testing.requests import assert_refused
 
 LONG_ENCODE = SCRIPTS / "gliner_long_encode.py"
-# A case's request may wait this long: its 10,000-word text is hundreds of windows, answered in
-# about a second alone but far slower on a CI host whose two cores serve two lanes at once.
+# A case's request may wait this long: a 10,000-word text is hundreds of windows, and a CI host's
+# two cores serve two lanes at once.
 LONG_TIMEOUT_S = 900.0
 
 
@@ -89,8 +89,8 @@ def test_long_texts_match_gliner_on_the_same_windows(name, ner, long_reference, 
     cases = json.loads((long_reference / "cases.json").read_text("utf-8"))
     case, reference = cases[name], json.loads((long_reference / "ref-long.json").read_text())[name]
     expected = np.load(long_reference / "ref-long.npz")[f"scores_{name}"]
-    threshold = reference["threshold"]  # the case's, or where it gives a candidate share, the
-    # reference's threshold for it
+    # the case's threshold, or where it gives a candidate share, the one the reference chose
+    threshold = reference["threshold"]
     served = ner(
         _request(case, threshold=threshold, return_scores=True, return_windows=True),
         timeout=LONG_TIMEOUT_S,
