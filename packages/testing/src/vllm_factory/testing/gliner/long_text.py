@@ -2,17 +2,17 @@
 ``server`` and ``ner`` fixtures; a package's test module star-imports this module).
 
 gliner has no long-text API: ``scripts/gliner_long_encode.py`` splits each text with gliner's
-splitter into the served windows, scores each window with gliner's model and merges the
-candidates by the served rule, written there on its own (windows end at ``max_len`` words or
-where a prompt's tokens run out, whichever comes first). The texts: 1, 2.5 and 10 windows of
-the checkpoint's ``max_len`` words, unicode words and odd whitespace at every window border,
-token-dense texts (long numbers, rare words) where windows of ``max_len`` words alone left words
-unread, with the reference's check that every word gets a token in some window,
-spans across the borders (found, and given as ``input_spans``), and a 10,000-word text
-(decoded at the threshold that keeps a trained model's share of candidates). Scores are
-compared within the tolerances of :mod:`vllm_factory.testing.parity` for the server's dtype (below fp32, widened by what that dtype
-costs gliner itself on the same windows: the reference's bf16 run), entity lists exactly (unless
-a score lands on the other side of the threshold, or overlapping candidates tie within the
+splitter into the served windows, scores each window with gliner's model and merges the candidates
+by the served rule, written there on its own (windows end at ``max_len`` words or where a prompt's
+tokens run out, whichever comes first). The texts: 1, 2.5 and 10 windows of the checkpoint's
+``max_len`` words, unicode words and odd whitespace at every window border, token-dense texts (long
+numbers, rare words) where windows of ``max_len`` words alone left words unread, with the
+reference's check that every word gets a token in some window, spans across the borders (found, and
+given as ``input_spans``), and a 10,000-word text (decoded at the threshold that keeps a trained
+model's share of candidates). Scores are compared within the tolerances of
+:mod:`vllm_factory.testing.parity` for the server's dtype (below fp32, widened by what that dtype
+costs gliner itself on the same windows: the reference's bf16 run), entity lists exactly (unless a
+score lands on the other side of the threshold, or overlapping candidates tie within the
 tolerance). Two answers of one server to prompts batched differently (one text in two modes or
 request forms) are held to twice that: each is within it of gliner's fp32 scores.
 """
