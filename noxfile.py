@@ -367,7 +367,7 @@ def lane_suites(lane: str | None) -> list[str]:
 
 
 def _suite_and_folder(entry: str) -> tuple[str, str]:
-    """``<name>[/<folder>]`` -> the package's suite and the folder's path ("" for none)."""
+    """``<name>[/<folder or file>]`` -> the package's suite and that path ("" for none)."""
     name, _, folder = entry.partition("/")
     (package,) = [p for p in PACKAGES if p.name == name]
     suite = f"{package.folder}/{package.tests}"
