@@ -79,8 +79,8 @@ def assert_served_equal(
         f"the library's off a bucket edge (first at {np.argwhere(differ & ~allowed)[0]})"
     )
     # every difference is at an edge (above); a tiny checkpoint's few hundred numbers may hold
-    # several such edges in one batch, so the count is bounded by 1 % (at least 4)
-    assert differ.sum() <= max(4, served.size // 100), f"{precision}: {int(differ.sum())} differ"
+    # several such edges in one batch (3 seen), so the count is bounded by 0.1 % (at least 4)
+    assert differ.sum() <= max(4, served.size // 1000), f"{precision}: {int(differ.sum())} differ"
 
 
 def _encoded(server, data: dict) -> list[np.ndarray]:
