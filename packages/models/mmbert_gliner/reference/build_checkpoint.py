@@ -14,10 +14,9 @@ so that span scores spread over (0, 1) instead of all sitting near 0.5, gliner's
 
 from __future__ import annotations
 
-import torch
 from gliner_checkpoint import main
-from tiny_checkpoint import bert_bpe_tokenizer
-from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
+from tiny_checkpoint import bert_bpe_tokenizer, modernbert_backbone
+from transformers import PreTrainedTokenizerFast
 
 # head_dim = hidden / heads must be 32 or 64 (vLLM CPU attention). The GLiNER hidden size
 # differs from the backbone's so the checkpoint has gliner's projection layer; a BiLSTM is on.
@@ -40,18 +39,5 @@ def train_tokenizer(texts: list[str], vocab_size: int, max_length: int) -> PreTr
     return bert_bpe_tokenizer(texts, vocab_size, max_length, lowercase=False)
 
 
-def build_backbone(tok: PreTrainedTokenizerFast, s: dict, seed: int) -> ModernBertModel:
-    config = ModernBertConfig(
-        vocab_size=len(tok), hidden_size=s["hidden"], num_attention_heads=s["heads"],
-        intermediate_size=s["inter"], num_hidden_layers=s["layers"],
-        global_attn_every_n_layers=s["global_every"], local_attention=s["local"],
-        max_position_embeddings=s["max_pos"], pad_token_id=tok.pad_token_id,
-        cls_token_id=tok.cls_token_id, bos_token_id=tok.cls_token_id,
-        sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id, initializer_range=0.1,
-    )  # fmt: skip
-    torch.manual_seed(seed)
-    return ModernBertModel(config).eval()
-
-
 if __name__ == "__main__":
-    main(__doc__, SIZES, train_tokenizer, build_backbone)
+    main(__doc__, SIZES, train_tokenizer, modernbert_backbone)

@@ -17,10 +17,9 @@ and compared.
 
 from __future__ import annotations
 
-import torch
 from gliner2_checkpoint import main
-from tiny_checkpoint import bert_bpe_tokenizer
-from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
+from tiny_checkpoint import bert_bpe_tokenizer, modernbert_backbone
+from transformers import ModernBertModel, PreTrainedTokenizerFast
 
 # head_dim = hidden / heads must be 32 or 64 (vLLM CPU attention). The prompts of the GLiNER2
 # cases reach ~500 tokens: 512 positions, and a sliding window (32) much shorter than them, so
@@ -43,17 +42,7 @@ def train_tokenizer(texts: list[str], vocab_size: int, max_length: int) -> PreTr
 
 
 def build_backbone(tok: PreTrainedTokenizerFast, s: dict, seed: int) -> ModernBertModel:
-    config = ModernBertConfig(
-        vocab_size=len(tok), hidden_size=s["hidden"], num_attention_heads=s["heads"],
-        intermediate_size=s["inter"], num_hidden_layers=s["layers"],
-        global_attn_every_n_layers=s["global_every"], local_attention=s["local"],
-        max_position_embeddings=s["max_pos"], pad_token_id=tok.pad_token_id,
-        cls_token_id=tok.cls_token_id, bos_token_id=tok.cls_token_id,
-        sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id,
-        initializer_range=s["init_range"],
-    )  # fmt: skip
-    torch.manual_seed(seed)
-    return ModernBertModel(config).eval()
+    return modernbert_backbone(tok, s, seed, initializer_range=s["init_range"])
 
 
 if __name__ == "__main__":

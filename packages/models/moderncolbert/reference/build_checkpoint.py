@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from colbert_checkpoint import main
-from tiny_checkpoint import bert_bpe_tokenizer
-from transformers import ModernBertConfig, ModernBertModel, PreTrainedTokenizerFast
+from tiny_checkpoint import bert_bpe_tokenizer, modernbert_backbone
+from transformers import ModernBertModel, PreTrainedTokenizerFast
 
 HERE = Path(__file__).resolve().parent
 
@@ -68,28 +67,9 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
 
 
 def build_backbone(tok: PreTrainedTokenizerFast, size: str, seed: int) -> ModernBertModel:
-    """A random ModernBERT with global and sliding-window layers; slightly wider init."""
-    s = SIZES[size]
-    config = ModernBertConfig(
-        vocab_size=len(tok),
-        hidden_size=s["hidden"],
-        num_attention_heads=s["heads"],
-        intermediate_size=s["inter"],
-        num_hidden_layers=s["layers"],
-        global_attn_every_n_layers=s["global_every"],
-        local_attention=s["local"],
-        max_position_embeddings=s["max_pos"],
-        pad_token_id=tok.pad_token_id,
-        cls_token_id=tok.cls_token_id,
-        bos_token_id=tok.cls_token_id,
-        sep_token_id=tok.sep_token_id,
-        eos_token_id=tok.sep_token_id,
-        # A larger init than 0.02 so tokens and positions produce clearly distinct vectors.
-        initializer_range=0.1,
-    )
-    torch.manual_seed(seed)
-    model = ModernBertModel(config).eval()
-    assert {"full_attention", "sliding_attention"} <= set(config.layer_types), config.layer_types
+    """A random ModernBERT with global and sliding-window layers."""
+    model = modernbert_backbone(tok, SIZES[size], seed)
+    assert {"full_attention", "sliding_attention"} <= set(model.config.layer_types)
     return model
 
 

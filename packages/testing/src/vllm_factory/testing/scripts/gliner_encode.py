@@ -69,12 +69,13 @@ def load(checkpoint: Path, dtype: str):
     return model.to(getattr(torch, dtype))
 
 
-def score_arrays(model, corpus: dict) -> dict[str, np.ndarray]:
-    """Token ids, scored words and span x label scores of every (label set, text)."""
+def score_arrays(model, corpus: dict, scores=None) -> dict[str, np.ndarray]:
+    """Token ids, scored words and scores of every (label set, text): ``scores(model, text,
+    labels) -> (probs, ids, words)``, by default span x label (:func:`scores_for`)."""
     arrays: dict[str, np.ndarray] = {}
     for name, labels in corpus["label_sets"].items():
         for i, text in enumerate(corpus["texts"]):
-            probs, ids, n_words = scores_for(model, text, labels)
+            probs, ids, n_words = (scores or scores_for)(model, text, labels)
             arrays[f"scores_{name}_{i}"] = probs
             arrays[f"ids_{name}_{i}"] = np.asarray(ids, dtype=np.int64)
             arrays[f"words_{name}_{i}"] = np.asarray(n_words)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import torch
-from gliner_encode import MODES, load, mention_spans
+from gliner_encode import MODES, load, mention_spans, score_arrays
 
 KEYS = ("start", "end", "text", "label", "score")
 
@@ -33,17 +34,6 @@ def token_scores(model, text: str, labels: list[str]) -> tuple[np.ndarray, list[
     probs = torch.sigmoid(output.logits[0][:n_words].float()).numpy()
     ids = batch["input_ids"][0][batch["attention_mask"][0].bool()].tolist()
     return probs, ids, n_words
-
-
-def score_arrays(model, corpus: dict) -> dict[str, np.ndarray]:
-    arrays: dict[str, np.ndarray] = {}
-    for name, labels in corpus["label_sets"].items():
-        for i, text in enumerate(corpus["texts"]):
-            probs, ids, n_words = token_scores(model, text, labels)
-            arrays[f"scores_{name}_{i}"] = probs
-            arrays[f"ids_{name}_{i}"] = np.asarray(ids, dtype=np.int64)
-            arrays[f"words_{name}_{i}"] = np.asarray(n_words)
-    return arrays
 
 
 def entity_lists(model, corpus: dict) -> dict:
@@ -96,7 +86,7 @@ def encode_main(model_class: str, scores, cases, bf16_cases: str | None = None) 
 
 
 def main() -> None:
-    encode_main("UniEncoderTokenGLiNER", score_arrays, entity_lists)
+    encode_main("UniEncoderTokenGLiNER", partial(score_arrays, scores=token_scores), entity_lists)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,26 @@ def bert_bpe_tokenizer(texts: list[str], vocab_size: int, max_length: int, lower
     )  # fmt: skip
 
 
+def modernbert_backbone(tok, s: dict, seed: int, initializer_range: float = 0.1):
+    """A random ``ModernBertModel`` with ``tok``'s special tokens and the sizes ``s`` (hidden,
+    heads, inter, layers, global_every, local, max_pos), in eval mode. Its init is wider than
+    transformers' 0.02 by default, so that tokens and positions give clearly distinct vectors."""
+    import torch
+    from transformers import ModernBertConfig, ModernBertModel
+
+    config = ModernBertConfig(
+        vocab_size=len(tok), hidden_size=s["hidden"], num_attention_heads=s["heads"],
+        intermediate_size=s["inter"], num_hidden_layers=s["layers"],
+        global_attn_every_n_layers=s["global_every"], local_attention=s["local"],
+        max_position_embeddings=s["max_pos"], pad_token_id=tok.pad_token_id,
+        cls_token_id=tok.cls_token_id, bos_token_id=tok.cls_token_id,
+        sep_token_id=tok.sep_token_id, eos_token_id=tok.sep_token_id,
+        initializer_range=initializer_range,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    return ModernBertModel(config).eval()
+
+
 def builder_arguments(
     doc: str,
     sizes: dict,
