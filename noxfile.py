@@ -60,21 +60,23 @@ MATRIX_TESTS = [
 ]
 
 
-# Integration files CI's older-vLLM pass leaves to `nox -s tests` (the default vLLM) and `nox -s
-# matrix`: they test our own request code (generated bodies, the hostile bodies' budgets,
-# long-text windows, the glinker client, compact vectors), whose answers do not depend on the
-# vLLM version; start-up, parity, the seed README's commands and test_requests (bad input
-# answered 4xx through vLLM's serving layer) stay.
-MATRIX_CI_SKIP = (
-    "test_fuzz.py", "test_hostile.py", "test_long.py", "test_long_text.py", "test_glinker.py",
-    "test_compact_vectors.py",
+# The integration files CI's older-vLLM pass runs: what depends on the vLLM version (the engine
+# starting with our plugins, served output equal to the reference library's, the seed README's
+# serve commands and requests, checkpoint directories through vLLM's config-format hook, bad
+# input answered 4xx and scores through vLLM's serving layer). The rest
+# (generated and hostile bodies, long texts, the glinker client, compact vectors, the README
+# quickstarts, compile, other clients) runs on the default vLLM in `nox -s tests`, and on every
+# version in `nox -s matrix`.
+MATRIX_CI_INTEGRATION = (
+    "test_startup.py", "test_parity.py", "test_seed_readme.py", "test_config_format.py",
+    "test_requests.py", "test_score.py",
 )  # fmt: skip
 
 
 def _main_checkpoint_only(package) -> str:
     """A package's tests without its checkpoint variants' folders (``tests/<variant>/``
-    beside ``unit`` and ``integration``, e.g. GLiNER bi-encoders) and without the integration
-    files of ``MATRIX_CI_SKIP``: ``pytest`` arguments."""
+    beside ``unit`` and ``integration``, e.g. GLiNER bi-encoders) and with only the integration
+    files of ``MATRIX_CI_INTEGRATION``: ``pytest`` arguments."""
     root = package.path / package.tests
     variants = sorted(
         d for d in root.iterdir()
@@ -83,15 +85,16 @@ def _main_checkpoint_only(package) -> str:
     suite = f"{package.folder}/{package.tests}"
     ignores = [f"--ignore={suite}/{d.name}" for d in variants]
     ignores += [
-        f"--ignore={suite}/integration/{name}"
-        for name in MATRIX_CI_SKIP
-        if (root / "integration" / name).exists()
+        f"--ignore={suite}/integration/{path.name}"
+        for path in sorted((root / "integration").glob("test_*.py"))
+        if path.name not in MATRIX_CI_INTEGRATION
     ]
     return " ".join([suite, *ignores])
 
 
 # CI's older-vLLM pass: the backbones, and each family's representative on its main checkpoint
-# (its variants run in `nox -s tests` and `nox -s matrix`), less MATRIX_CI_SKIP.
+# (its variants run in `nox -s tests` and `nox -s matrix`) with the integration files of
+# MATRIX_CI_INTEGRATION.
 MATRIX_CI_TESTS = [
     f"{p.folder}/{p.tests}" if p.layer == "backbone" else _main_checkpoint_only(p)
     for p in PACKAGES
@@ -300,37 +303,32 @@ def tests(session: nox.Session) -> None:
 
 # CI (.ci/run) runs `nox -s tests` in two lanes, `-- --lane main` and `-- --lane second`, the
 # second in a venv of its own once the older-vLLM stream is done, so that CI's two streams end
-# together; `nox -s tests` alone runs every suite. The second lane, from CI's suite times
-# (2026-11-26: mt5_gliner 159 s and nemotron_colembed 114 s at the end of a 3,053-s tests
-# stream, while the older stream ended at 2,317 s; in two lanes both streams ended at ~2,440 s).
-# An entry is a package's name (its whole suite) or `<name>/<folder>` (that folder of its tests;
-# the rest of its suite stays in the main lane). deberta_gliner's bi-encoder, token-level and
-# relex folders run in the second lane (b318269's clean-clone CI: the main lane with relex
-# reached its deploy suite at 3,581 s, the other stream ended at 3,352 s).
+# together (the lanes are balanced on the suite times in the CI logs); `nox -s tests` alone runs
+# every suite. An entry is a package's name (its whole suite) or `<name>/<folder>` (that folder
+# of its tests; the rest of its suite stays in the main lane).
 SECOND_LANE = (
     "mt5-gliner",
+    "mmbert-gliner2",
     "nemotron-colembed",
     "lfm2-colbert",
     "deberta-gliner/bi_encoder",
     "deberta-gliner/token_level",
     "deberta-gliner/relex",
 )
-# Folders and files neither lane runs (`nox -s tests` alone and `nox -s matrix` do): the GLiNER
-# LoRA suites and mmbert_gliner2's. In a clean clone each builds the gliner (+ PEFT) venv, its
-# adapters and the library's runs with them. Decision: CI keeps one LoRA suite, gliner2's (LoRA
-# on the DeBERTa encoder, vLLM's adapter endpoints, mixed-adapter batches). And the long-document
-# suites of the checkpoint variants and of the second backbone of a family (their references
-# took 160-290 s each beside the other stream in 0ae5134's CI): CI keeps deberta_gliner's,
-# mt5_gliner's and gliner2's. Likewise the second backbones' token-level and bi-encoder suites
-# (shared suites, vllm_factory.testing.gliner.token_parity and .parity; ~270 s and ~200 s per
-# backbone in those CIs): CI keeps deberta_gliner's; c4af947's harness CI took 3,574 s,
-# b318269's clean-clone CI 3,861 s (over the 60-minute bound).
+# Folders and files neither lane runs (`nox -s tests` alone and `nox -s matrix` do). The GLiNER
+# LoRA suites but gliner2's: each builds the gliner (+ PEFT) venv, its adapters and the
+# library's runs with them; CI keeps one LoRA suite, gliner2's (LoRA on the DeBERTa encoder,
+# vLLM's adapter endpoints, mixed-adapter batches). The long-document, token-level and
+# bi-encoder suites of the checkpoint variants and second backbones (shared suites: CI keeps
+# deberta_gliner's, mt5_gliner's and gliner2's long-document suites, deberta_gliner's
+# token-level and bi-encoder ones). The bench checkpoint's levelling test (a benchmark tool's).
 LANES_SKIP = (
     "deberta-gliner/lora", "mmbert-gliner/lora", "mmbert-gliner2/lora", "mt5-gliner/lora",
     "mmbert-gliner/token_level", "mt5-gliner/token_level", "mmbert-gliner/bi_encoder",
     "mmbert-gliner/integration/test_long_text.py",
     "deberta-gliner/bi_encoder/test_bi_encoder_long_text.py",
     "mmbert-gliner2/integration/test_long.py",
+    "deberta-gliner/integration/test_bench_checkpoint.py",
 )  # fmt: skip
 LANES = ("main", "second")
 

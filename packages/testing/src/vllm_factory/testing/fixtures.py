@@ -66,6 +66,14 @@ def fixture_names(namespace: Mapping[str, Any]) -> list[str]:
     return sorted(name for name, value in namespace.items() if _is_fixture(value))
 
 
+def suite_names(namespace: Mapping[str, Any]) -> list[str]:
+    """The fixtures and tests defined in ``namespace``: the ``__all__`` of a family suite
+    module, which a package's test file star-imports."""
+    return sorted(
+        name for name, value in namespace.items() if name.startswith("test_") or _is_fixture(value)
+    )
+
+
 def _is_fixture(value: Any) -> bool:
     # pytest >= 8.4 wraps fixture functions in FixtureFunctionDefinition; older ones mark them.
     return hasattr(value, "_fixture_function_marker") or hasattr(value, "_pytestfixturefunction")

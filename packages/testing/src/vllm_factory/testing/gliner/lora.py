@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from vllm_factory.testing.fixtures import suite_names
 from vllm_factory.testing.gliner.parity import (
     AS_GLINER,
     MODES,
@@ -38,16 +39,6 @@ from vllm_factory.testing.gliner.references import ENCODED_ADAPTERS, LORA_THRESH
 from vllm_factory.testing.parity import tolerance
 from vllm_factory.testing.report import record
 
-__all__ = [
-    "lora_dir",
-    "lora_served",
-    "lora_server",
-    "test_adapter_heads_refused",
-    "test_adapters_match_gliner",
-    "test_mixed_requests_answer_as_alone",
-    "test_runtime_load_and_unload",
-    "test_unknown_adapter_refused",
-]  # fmt: skip
 BASE = "base"
 NAMES = (BASE, *ENCODED_ADAPTERS)
 MAX_LORA_RANK = 8
@@ -254,3 +245,6 @@ def test_adapter_heads_refused(lora_server, lora_dir: Path, corpus):
     data = {"text": corpus["texts"][0], "labels": corpus["label_sets"]["5"]}
     assert lora_server.pooling(data, model="heads").status_code == 404
     assert lora_server.pooling(data, model=ENCODED_ADAPTERS[0]).status_code == 200
+
+
+__all__ = [*suite_names(globals())]  # noqa: PLE0604

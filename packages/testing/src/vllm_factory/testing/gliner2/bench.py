@@ -50,17 +50,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from vllm_factory.testing import flops
+from vllm_factory.testing import bench, flops
 from vllm_factory.testing.bench import (
-    LONG,
-    LORA,
     BenchConfig,
     ServerSpec,
     TextBenchSpec,
     adapter_names,
     bench_artifacts,
-    lora_args,
-    windowed_body,
 )
 from vllm_factory.testing.gliner2.references import (
     ADAPTER,
@@ -134,7 +130,7 @@ def plugin_body(model: str, text: str, encoding: str) -> dict:
 
 
 # :func:`plugin_body` read whole in windows (``extract_long``'s windows, its defaults)
-long_plugin_body = windowed_body(plugin_body)
+long_plugin_body = bench.windowed_body(plugin_body)
 
 
 def describe_extractions(bodies: list[dict], answers: list[dict]) -> dict:
@@ -206,10 +202,10 @@ class GLiNER2BenchSpec(TextBenchSpec):
                 "--threshold", str(THRESHOLD)]  # fmt: skip
 
     def baseline(self, config: BenchConfig) -> tuple[Path, list[str]]:
-        """The shared baseline; for :data:`LORA` with ``--adapters`` (the bench adapters'
+        """The shared baseline; for the LoRA workload with ``--adapters`` (the bench adapters'
         folders, text ``i`` under the ``i % n``-th)."""
         script, args = super().baseline(config)
-        if config.workload == LORA:
+        if config.workload == bench.LORA:
             assert self._checkpoint is not None, "checkpoint() comes first"
             folder = self.adapters_folder(self._checkpoint)
             folders = [str(folder / name) for name in adapter_names(config.adapters)]
@@ -301,7 +297,7 @@ class GLiNER2BenchSpec(TextBenchSpec):
         any length) vLLM starts only with ``--server-env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``:
         512-token texts take 609."""
         _, full = _prompt_counter(checkpoint)
-        if self.workload == LONG and self._config is not None:
+        if self.workload == bench.LONG and self._config is not None:
             documents = self.corpus(self._config, checkpoint)
             assert documents is not None and documents.windows is not None
             longest = max(n for windows in documents.windows for n in windows) + full([])
@@ -326,9 +322,9 @@ class GLiNER2BenchSpec(TextBenchSpec):
         return _text_tokens(checkpoint)
 
     def servers(self, checkpoint: Path) -> list[ServerSpec]:
-        if self.workload == LORA:
+        if self.workload == bench.LORA:
             return self.lora_servers(checkpoint)
-        long = self.workload == LONG
+        long = self.workload == bench.LONG
         return [
             plugin_server(
                 "plugin",
@@ -352,7 +348,7 @@ class GLiNER2BenchSpec(TextBenchSpec):
             plugin_server(
                 "plugin",
                 f"{plugin}, {len(names)} LoRA adapters",
-                extra_args=[*CONFIG_FORMAT, *lora_args(adapters, self._config.lora_rank)],
+                extra_args=[*CONFIG_FORMAT, *bench.lora_args(adapters, self._config.lora_rank)],
                 adapter_names=names,
             ),
         ]

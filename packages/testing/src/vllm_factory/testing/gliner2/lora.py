@@ -28,22 +28,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from vllm_factory.testing.fixtures import suite_names
 from vllm_factory.testing.gliner2.parity import FP32_NOISE_FACTOR, same_result
 from vllm_factory.testing.gliner2.references import ENCODED_ADAPTERS
 from vllm_factory.testing.parity import tolerance
 from vllm_factory.testing.report import record
 
-__all__ = [
-    "lora_dir",
-    "lora_served",
-    "lora_server",
-    "test_adapter_found_in_folder",
-    "test_adapter_heads_refused",
-    "test_adapters_match_library",
-    "test_mixed_requests_answer_as_alone",
-    "test_runtime_load_and_unload",
-    "test_unknown_adapter_refused",
-]  # fmt: skip
 BASE = "base"
 NAMES = (BASE, *ENCODED_ADAPTERS)
 MAX_LORA_RANK = 8
@@ -265,3 +255,6 @@ def test_adapter_heads_refused(lora_server, lora_dir: Path, cases):
     data = {**cases[0]["request"], "text": cases[0]["text"]}
     assert lora_server.pooling(data, model="heads").status_code == 404
     assert lora_server.pooling(data, model=ENCODED_ADAPTERS[0]).status_code == 200
+
+
+__all__ = [*suite_names(globals())]  # noqa: PLE0604

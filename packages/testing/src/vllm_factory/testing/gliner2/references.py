@@ -6,12 +6,9 @@ the request ``data`` a client sends, minus the text), the GLiNER2 half of the ch
 builder (``scripts/gliner2_checkpoint.py``: gliner2's model on the package's random backbone,
 heads calibrated), the DeBERTa-v3 backbone (``scripts/deberta_checkpoint.py``) and gliner2's
 reference outputs (``scripts/gliner2_encode.py``). A package brings
-``reference/build_checkpoint.py`` (its tokenizer and random backbone) and a three-line
-``reference/<name>_reference.py``::
-
-    from vllm_factory.testing.gliner2.references import GLiNER2Reference
-    REFERENCE = GLiNER2Reference(__file__)
-    CASES, gliner2_env, build_checkpoint, reference_dir = REFERENCE.exports()
+``reference/build_checkpoint.py`` (its tokenizer and random backbone) and a
+``reference/<name>_reference.py`` of three lines, as the GLiNER kit's: ``CASES, gliner2_env,
+build_checkpoint, reference_dir = GLiNER2Reference(__file__).exports()``.
 """
 
 from __future__ import annotations

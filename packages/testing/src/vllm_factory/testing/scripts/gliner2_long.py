@@ -15,7 +15,6 @@ id, ``result`` (tuples as lists) and ``windows`` (how many windows the library r
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 from gliner2_encode import BUILD_KEYS, call_library, plain
+from tiny_checkpoint import script_parser
 
 WINDOW_OPTIONS = ("chunk_size", "chunk_overlap")
 
@@ -74,10 +74,7 @@ def run_cases(model, cases: list[dict]) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", required=True, type=Path)
-    ap.add_argument("--cases", required=True, type=Path)
-    ap.add_argument("--out", required=True, type=Path)
+    ap = script_parser(__doc__, "cases")
     ap.add_argument("--bf16-out", type=Path)
     args = ap.parse_args()
     from gliner2 import GLiNER2

@@ -31,13 +31,13 @@ test of it vacuous), and the reloaded adapter gives the scores of the model it w
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import numpy as np
 import torch
 from lora_weights import draw_lora_factors
+from tiny_checkpoint import script_parser
 
 PROBE_TEXT = "Ada Lovelace wrote the first program for Charles Babbage in London in 1843."
 PROBE_LABELS = ["person", "location", "date"]
@@ -92,10 +92,7 @@ def with_adapter(checkpoint: Path, adapter: Path, whole: bool):
 def main() -> None:
     from gliner_encode import entity_lists, score_arrays
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", required=True, type=Path)
-    ap.add_argument("--corpus", required=True, type=Path)
-    ap.add_argument("--out", required=True, type=Path)
+    ap = script_parser(__doc__, "corpus")
     ap.add_argument("--out-scores", type=Path)
     ap.add_argument("--entities", type=Path)
     ap.add_argument("--seed", type=int, default=1)

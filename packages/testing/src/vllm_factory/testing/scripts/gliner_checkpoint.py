@@ -212,6 +212,34 @@ def bert_labels_encoder(texts: list[str], size: str, seed: int, out: Path) -> No
     tok.save_pretrained(out)
 
 
+def seeded_model(model_class: type, config: Any, seed: int, markers: bool = True) -> Any:
+    """gliner's ``model_class`` on the saved backbone of ``config``, its heads drawn from
+    ``seed + 1``, in eval mode; with ``markers``, gliner's marker tokens are added to the
+    tokenizer and the embeddings resized (uni-encoder models)."""
+    torch.manual_seed(seed + 1)
+    model = model_class(config, backbone_from_pretrained=True, local_files_only=True)
+    if markers:
+        model.data_processor.transformer_tokenizer.add_tokens(
+            model._get_special_tokens(), special_tokens=True
+        )
+        model.resize_embeddings()
+    return model.eval()
+
+
+def saved_and_reloaded(model: Any, out: Path) -> Any:
+    """``model`` saved to ``out`` (replacing it) with gliner's ``save_pretrained``, then loaded
+    back through ``GLiNER.from_pretrained`` in eval mode; stops unless it loads as its class."""
+    from gliner import GLiNER
+
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out, safe_serialization=True)
+    reloaded = GLiNER.from_pretrained(str(out), local_files_only=True).eval()
+    if type(reloaded).__name__ != type(model).__name__:
+        raise SystemExit(f"{out} reloaded as {type(reloaded).__name__}, not {type(model).__name__}")
+    return reloaded
+
+
 def build_gliner(
     backbone_dir: Path,
     s: dict,
@@ -236,7 +264,7 @@ def build_gliner(
     """
     # Only the GLiNER venv has it. The span classes directly: GLiNER(config) swaps __class__,
     # which fails on this torch version.
-    from gliner import GLiNER, GLiNERConfig
+    from gliner import GLiNERConfig
     from gliner.config import BiEncoderSpanConfig
     from gliner.model import BiEncoderSpanGLiNER, UniEncoderSpanGLiNER
 
@@ -250,16 +278,10 @@ def build_gliner(
         config = GLiNERConfig(**settings)
     else:
         config = BiEncoderSpanConfig(labels_encoder=str(labels_dir), **settings)
-    torch.manual_seed(seed + 1)
     if labels_dir is None:
-        model = UniEncoderSpanGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
-        model.data_processor.transformer_tokenizer.add_tokens(
-            model._get_special_tokens(), special_tokens=True
-        )
-        model.resize_embeddings()
+        model = seeded_model(UniEncoderSpanGLiNER, config, seed)
     else:
-        model = BiEncoderSpanGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
-    model.eval()
+        model = seeded_model(BiEncoderSpanGLiNER, config, seed, markers=False)
 
     # Random heads give logits near 0: scale the label projection's last layer (the
     # logits are linear in it) so that scores cover (0, 1).
@@ -291,14 +313,10 @@ def build_gliner(
     if calibrate is not None:
         report = {**calibrate_density(model, *calibrate), "levelling": levelled}
 
-    if out.exists():
-        shutil.rmtree(out)
-    model.save_pretrained(out, safe_serialization=True)
+    reloaded = saved_and_reloaded(model, out)
     if report is not None:
         (out / "calibration.json").write_text(json.dumps(report, indent=1) + "\n")
-
-    reloaded = GLiNER.from_pretrained(str(out), local_files_only=True)
-    probs = torch.sigmoid(all_logits(reloaded.eval(), corpus_pairs(corpus)))
+    probs = torch.sigmoid(all_logits(reloaded, corpus_pairs(corpus)))
     quantiles = torch.quantile(probs, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99])).tolist()
     LOG.info(
         "saved %s; span scores: %d, quantiles 1/10/50/90/99%%: %s; files: %s",

@@ -15,7 +15,6 @@ run, the GPU check's yardstick), in the same process (importing gliner costs mor
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from importlib.metadata import version
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tiny_checkpoint import script_parser
 
 MODES = {
     "flat": {"flat_ner": True, "multi_label": False},
@@ -106,10 +106,7 @@ def entity_lists(model, corpus: dict) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--checkpoint", required=True, type=Path)
-    ap.add_argument("--corpus", required=True, type=Path)
-    ap.add_argument("--out", required=True, type=Path)
+    ap = script_parser(__doc__, "corpus")
     ap.add_argument("--entities", type=Path, help="entity lists (fp32 run only)")
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     ap.add_argument("--bf16-out", type=Path, help="also the bf16 score tensors, into this file")

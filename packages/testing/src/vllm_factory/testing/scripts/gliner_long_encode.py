@@ -29,13 +29,13 @@ whole, 0 where none does); with ``--bf16-scores``, gliner's bf16 scores of the s
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 import torch
+from tiny_checkpoint import script_parser
 
 WORDS = re.compile(r"\w+(?:[-_]\w+)*|\S")  # gliner's whitespace splitter
 
@@ -191,10 +191,7 @@ def decode_case(model, case: dict, bounds, scored, threshold: float) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--checkpoint", required=True, type=Path)
-    ap.add_argument("--cases", required=True, type=Path)
-    ap.add_argument("--out", required=True, type=Path)
+    ap = script_parser(__doc__, "cases")
     ap.add_argument("--scores", required=True, type=Path)
     ap.add_argument("--bf16-scores", type=Path, help="also gliner's bf16 run of every case")
     args = ap.parse_args()

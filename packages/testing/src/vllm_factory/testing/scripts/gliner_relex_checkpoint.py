@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 from pathlib import Path
 
 import torch
-from gliner_checkpoint import TARGET_LOGIT_STD, corpus_pairs
+from gliner_checkpoint import TARGET_LOGIT_STD, corpus_pairs, saved_and_reloaded, seeded_model
 from gliner_token_checkpoint import builder_option, variant_main
 
 LOG = logging.getLogger("gliner_relex_checkpoint")
@@ -130,7 +129,6 @@ def calibrate(model, corpus: dict) -> dict:
 def build_relex_gliner(
     backbone_dir: Path, s: dict, seed: int, corpus: dict, out: Path, layer: str
 ) -> None:
-    from gliner import GLiNER
     from gliner.config import UniEncoderSpanRelexConfig
     from gliner.model import UniEncoderSpanRelexGLiNER
 
@@ -139,22 +137,11 @@ def build_relex_gliner(
         max_len=s["max_len"], span_mode="markerV0", subtoken_pooling="first", num_rnn_layers=1,
         dropout=0.1, words_splitter_type="whitespace", relations_layer=layer,
     )  # fmt: skip
-    torch.manual_seed(seed + 1)
-    model = UniEncoderSpanRelexGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
-    model.data_processor.transformer_tokenizer.add_tokens(
-        model._get_special_tokens(), special_tokens=True
-    )
-    model.resize_embeddings()
-    model.eval()
+    model = seeded_model(UniEncoderSpanRelexGLiNER, config, seed)
     report = calibrate(model, corpus)
     LOG.info("calibrated: %s", report)
 
-    if out.exists():
-        shutil.rmtree(out)
-    model.save_pretrained(out, safe_serialization=True)
-    reloaded = GLiNER.from_pretrained(str(out), local_files_only=True).eval()
-    if type(reloaded).__name__ != "UniEncoderSpanRelexGLiNER":
-        raise SystemExit(f"reloaded as {type(reloaded).__name__}, not a relex model")
+    reloaded = saved_and_reloaded(model, out)
     found = [
         reloaded.predict_relations(text, corpus["label_sets"][ENTITY_LABELS], RELATIONS)
         for text in corpus["texts"]

@@ -18,13 +18,18 @@ import argparse
 import importlib.util
 import json
 import logging
-import shutil
 import tempfile
 from pathlib import Path
 from types import ModuleType
 
 import torch
-from gliner_checkpoint import CORPUS, TARGET_LOGIT_STD, corpus_pairs
+from gliner_checkpoint import (
+    CORPUS,
+    TARGET_LOGIT_STD,
+    corpus_pairs,
+    saved_and_reloaded,
+    seeded_model,
+)
 from tiny_checkpoint import builder_arguments, training_texts
 
 LOG = logging.getLogger("gliner_token_checkpoint")
@@ -54,7 +59,6 @@ def token_logits(model, pairs: list[tuple[str, list[str]]]) -> torch.Tensor:
 
 
 def build_token_gliner(backbone_dir: Path, s: dict, seed: int, corpus: dict, out: Path) -> None:
-    from gliner import GLiNER
     from gliner.config import UniEncoderTokenConfig
     from gliner.model import UniEncoderTokenGLiNER
 
@@ -63,13 +67,7 @@ def build_token_gliner(backbone_dir: Path, s: dict, seed: int, corpus: dict, out
         max_len=s["max_len"], subtoken_pooling="first", num_rnn_layers=1, dropout=0.1,
         words_splitter_type="whitespace",
     )  # fmt: skip
-    torch.manual_seed(seed + 1)
-    model = UniEncoderTokenGLiNER(config, backbone_from_pretrained=True, local_files_only=True)
-    model.data_processor.transformer_tokenizer.add_tokens(
-        model._get_special_tokens(), special_tokens=True
-    )
-    model.resize_embeddings()
-    model.eval()
+    model = seeded_model(UniEncoderTokenGLiNER, config, seed)
 
     last = model.model.scorer.out_mlp[-1]
     pairs = corpus_pairs(corpus)
@@ -84,12 +82,7 @@ def build_token_gliner(backbone_dir: Path, s: dict, seed: int, corpus: dict, out
         "token logits mean %s std %s -> 0, %.2f", mean.tolist(), std.tolist(), TARGET_LOGIT_STD
     )
 
-    if out.exists():
-        shutil.rmtree(out)
-    model.save_pretrained(out, safe_serialization=True)
-    reloaded = GLiNER.from_pretrained(str(out), local_files_only=True).eval()
-    if type(reloaded).__name__ != "UniEncoderTokenGLiNER":
-        raise SystemExit(f"reloaded as {type(reloaded).__name__}, not a token model")
+    reloaded = saved_and_reloaded(model, out)
     probs = torch.sigmoid(token_logits(reloaded, pairs))
     quantiles = torch.quantile(probs, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99]), dim=0)
     LOG.info(

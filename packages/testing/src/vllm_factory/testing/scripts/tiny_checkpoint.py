@@ -115,6 +115,15 @@ def modernbert_backbone(tok, s: dict, seed: int, initializer_range: float = 0.1)
     return ModernBertModel(config).eval()
 
 
+def script_parser(doc: str, inputs: str) -> argparse.ArgumentParser:
+    """A reference script's command line with its three required paths: ``--checkpoint``,
+    ``--<inputs>`` (the corpus or the cases) and ``--out``; the script adds its own options."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for option in ("--checkpoint", f"--{inputs}", "--out"):
+        ap.add_argument(option, required=True, type=Path)
+    return ap
+
+
 def builder_arguments(
     doc: str,
     sizes: dict,
