@@ -314,15 +314,16 @@ SECOND_LANE = (
     "deberta-gliner/bi_encoder",
     "deberta-gliner/token_level",
 )
-# Folders and files neither lane runs (`nox -s tests` alone and `nox -s matrix` do). The GLiNER
-# LoRA suites but gliner2's: each builds the gliner (+ PEFT) venv, its adapters and the
-# library's runs with them; CI keeps one LoRA suite, gliner2's (LoRA on the DeBERTa encoder,
-# vLLM's adapter endpoints, mixed-adapter batches). The long-document, token-level and
-# bi-encoder suites of the checkpoint variants and second backbones (shared suites: CI keeps
-# deberta_gliner's, mt5_gliner's and gliner2's long-document suites, deberta_gliner's
-# token-level and bi-encoder ones). The bench checkpoint's levelling test (a benchmark tool's).
-# mt5_gliner's compile test (CI keeps deberta_gliner's and moderncolbert's). deberta_gliner's
-# relex parity suite (its head's relation decoding has unit tests in the GLiNER head's suite).
+# Folders and files neither lane runs (`nox -s tests` alone and `nox -s matrix` do). The LoRA
+# suites of the GLiNER packages and mmbert_gliner2: each builds the reference library's PEFT
+# venv, its adapters and the library's runs with them; CI keeps one, gliner2's (LoRA on the
+# DeBERTa encoder, vLLM's adapter endpoints, mixed-adapter batches). The long-document,
+# token-level and bi-encoder suites of the checkpoint variants and second backbones (shared
+# suites: CI keeps deberta_gliner's, mt5_gliner's and gliner2's long-document suites,
+# deberta_gliner's token-level and bi-encoder ones). The bench checkpoint's levelling test (a
+# benchmark tool's). mt5_gliner's compile test (CI keeps deberta_gliner's and moderncolbert's).
+# deberta_gliner's relex parity suite (its head's relation decoding has unit tests in the GLiNER
+# head's suite).
 LANES_SKIP = (
     "deberta-gliner/lora", "mmbert-gliner/lora", "mmbert-gliner2/lora", "mt5-gliner/lora",
     "mmbert-gliner/token_level", "mt5-gliner/token_level", "mmbert-gliner/bi_encoder",
