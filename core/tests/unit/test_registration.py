@@ -84,22 +84,24 @@ def test_entry_points_register_what_the_package_module_declares(monkeypatch):
     import sys
     import types
 
-    package = types.ModuleType("fake_factory_model")
-    package.DISTRIBUTION = "vllm-factory-fake"
+    package = types.ModuleType("vllm_factory.models.fake_model")
     package.ARCHITECTURE = "FakeForThings"
-    package.MODEL = "fake_factory_model.model:Fake"
-    package.IO_PROCESSOR_CLASS = "fake_factory_model.io.FakeIOProcessor"
-    monkeypatch.setitem(sys.modules, "fake_factory_model", package)
+    package.MODEL = "model:Fake"
+    package.IO_PROCESSOR_CLASS = "io:FakeIOProcessor"
+    monkeypatch.setitem(sys.modules, "vllm_factory.models.fake_model", package)
     calls = []
     monkeypatch.setattr(registration, "register_architecture", lambda *a: calls.append(a))
     monkeypatch.setattr(registration, "io_processor_entry", lambda dist, cls: f"{dist} {cls}")
 
     register, io_processor = registration.entry_points(
-        "fake_factory_model", also=lambda: calls.append("also")
+        "vllm_factory.models.fake_model", also=lambda: calls.append("also")
     )
     register()
     assert calls == [
-        ("vllm-factory-fake", "FakeForThings", "fake_factory_model.model:Fake"),
+        ("vllm-factory-fake-model", "FakeForThings", "vllm_factory.models.fake_model.model:Fake"),
         "also",
     ]
-    assert io_processor() == "vllm-factory-fake fake_factory_model.io.FakeIOProcessor"
+    assert (
+        io_processor()
+        == "vllm-factory-fake-model vllm_factory.models.fake_model.io.FakeIOProcessor"
+    )

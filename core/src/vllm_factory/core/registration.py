@@ -130,25 +130,33 @@ def io_processor_entry(dist_name: str, class_qualname: str) -> str:
     return class_qualname
 
 
+def distribution_of(package: str) -> str:
+    """The distribution of model package ``vllm_factory.models.<name>``: ``vllm-factory-<name>``
+    with ``_`` as ``-`` (the packaging checks hold every wheel to it)."""
+    return "vllm-factory-" + package.rsplit(".", 1)[-1].replace("_", "-")
+
+
 def entry_points(
     package: str, also: Callable[[], None] | None = None
 ) -> tuple[Callable[[], None], Callable[[], str]]:
     """A model package's two entry points (``register``, ``io_processor``), from what the package
-    module declares: ``DISTRIBUTION``, ``ARCHITECTURE``, ``MODEL`` (``"module:Class"``) and
-    ``IO_PROCESSOR_CLASS`` (``"module.Class"``). ``also`` runs after the architecture is
-    registered (a family's ``--config-format``). Importing the package must not import vLLM."""
+    module declares: ``ARCHITECTURE``, and ``MODEL`` and ``IO_PROCESSOR_CLASS`` as
+    ``"module:Class"`` relative to the package (vLLM imports both lazily). ``also`` runs after
+    the architecture is registered (a family's ``--config-format``). Importing the package must
+    not import vLLM."""
+    dist = distribution_of(package)
 
     def describe():
         return importlib.import_module(package)
 
     def register() -> None:
         pkg = describe()
-        register_architecture(pkg.DISTRIBUTION, pkg.ARCHITECTURE, pkg.MODEL)
+        register_architecture(dist, pkg.ARCHITECTURE, f"{package}.{pkg.MODEL}")
         if also is not None:
             also()
 
     def io_processor() -> str:
-        pkg = describe()
-        return io_processor_entry(pkg.DISTRIBUTION, pkg.IO_PROCESSOR_CLASS)
+        module, cls = describe().IO_PROCESSOR_CLASS.split(":")
+        return io_processor_entry(dist, f"{package}.{module}.{cls}")  # vLLM's dotted form
 
     return register, io_processor

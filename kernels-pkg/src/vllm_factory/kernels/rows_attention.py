@@ -107,11 +107,10 @@ def attention_by_rows(
     _check_out(q, out)
     _check_bias(q, bias, bias_index)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    tensors = (q, k, v, row_start, row_end)
-    if select_backend(backend, *tensors, kernel="attention_by_rows") == "triton":
-        rows = RowsInputs(q, k, v, row_start, row_end, max(max_seqlen, 1), scale)
+    rows = RowsInputs(q, k, v, row_start, row_end, max(max_seqlen, 1), scale)
+    if select_backend(backend, q, k, v, row_start, row_end, kernel="attention_by_rows") == "triton":
         return rows_triton(out, rows, rel_index=bias_index, bias=bias)
-    result = _attention_by_rows_torch(q, k, v, row_start, row_end, scale, bias, bias_index)
+    result = _attention_by_rows_torch(rows, bias, bias_index)
     return result if out is None else out.copy_(result)
 
 
@@ -197,18 +196,14 @@ def rows_triton(
 
 
 def _attention_by_rows_torch(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    row_start: torch.Tensor,
-    row_end: torch.Tensor,
-    scale: float,
+    x: RowsInputs,
     bias: torch.Tensor | None = None,
     bias_index: torch.Tensor | None = None,
     chunk: int = 256,
 ) -> torch.Tensor:
     """The fallback: ``chunk`` rows at a time, over the union of their ranges with a per-row
     mask, in fp32."""
+    q, k, v, row_start, row_end, _, scale = x
     span = 0 if bias_index is None else (bias_index.numel() + 1) // 2
     total = q.shape[0]
     out = torch.zeros_like(q)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from packaging.requirements import Requirement
+from vllm_factory.core.registration import distribution_of
 
 # Attributes by which a family's --config-format finds the package serving a backbone.
 TARGET_ATTRIBUTES = (
@@ -35,18 +36,18 @@ assert "vllm" not in sys.modules, "importing the plugin module pulled in vllm"
 
 def packaging_problems(package: str) -> list[str]:
     """What breaks the contract for model package ``package`` (``vllm_factory.models.<name>``),
-        whose module declares ``DISTRIBUTION`` and ``IO_PROCESSOR`` (and maybe ``IO_PROCESSOR_ALIASES``,
-    more names of the same IOProcessor); empty when it holds."""
+    whose module declares ``IO_PROCESSOR`` and whose wheel is ``distribution_of(package)``:
+    the general plugin ``<name>``, and ``IO_PROCESSOR`` among the IOProcessor entry points,
+    every one of which (a name kept from vLLM Factory 0.2 too) names the package's; empty when
+    it holds."""
     module = importlib.import_module(package)
-    dist, name = module.DISTRIBUTION, package.rsplit(".", 1)[-1]
+    dist, name = distribution_of(package), package.rsplit(".", 1)[-1]
     problems = []
     eps = {(ep.group, ep.name): ep.value for ep in md.distribution(dist).entry_points}
-    expected = {
-        ("vllm.general_plugins", name): f"{package}.plugin:register",
-        ("vllm.io_processor_plugins", module.IO_PROCESSOR): f"{package}.plugin:io_processor",
-    }
-    for alias in getattr(module, "IO_PROCESSOR_ALIASES", ()):  # other names, one IOProcessor
-        expected["vllm.io_processor_plugins", alias] = f"{package}.plugin:io_processor"
+    io_names = [n for group, n in eps if group == "vllm.io_processor_plugins"]
+    expected = {("vllm.general_plugins", name): f"{package}.plugin:register"}
+    for io_name in {module.IO_PROCESSOR, *io_names}:
+        expected["vllm.io_processor_plugins", io_name] = f"{package}.plugin:io_processor"
     for key, value in expected.items():
         if eps.get(key) != value:
             problems.append(f"{dist}: entry point {key} is {eps.get(key)!r}, expected {value!r}")

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
+from vllm.model_executor.models.utils import WeightsMapper
 from vllm_factory.core.adapter import VllmPoolerAdapter
 from vllm_factory.core.compat import default_pooling_type
 from vllm_factory.core.model import FactoryModel
@@ -24,6 +25,16 @@ from vllm_factory.heads.gliner.settings import read_settings
 
 # gliner's state dict puts the encoder under this prefix, the head modules at the top level.
 GLINER_ENCODER_PREFIX = "token_rep_layer.bert_layer.model."
+
+
+def adapter_mapper(*encoder_modules: str) -> WeightsMapper:
+    """A LoRA adapter's module names -> the model's, for an encoder whose Hugging Face names
+    are the backbone's own: PEFT's LoRA on gliner's encoder module names them from the
+    encoder's top-level ``encoder_modules`` (``"encoder."``, ``"layers."``) and
+    ``embeddings.``, one made on gliner's whole model behind :data:`GLINER_ENCODER_PREFIX`;
+    all go under the model's ``model.``."""
+    prefixes = {module: f"model.{module}" for module in (*encoder_modules, "embeddings.")}
+    return WeightsMapper(orig_to_new_prefix={GLINER_ENCODER_PREFIX: "model.", **prefixes})
 
 
 def head_dtype(model_config: Any) -> torch.dtype:

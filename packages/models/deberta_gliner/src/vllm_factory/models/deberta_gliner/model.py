@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from torch import nn
-from vllm.model_executor.models.utils import WeightsMapper
 from vllm_factory.backbones.deberta import DebertaV2Encoder
 from vllm_factory.core.lora import FactoryLoRA
-from vllm_factory.heads.gliner.model import GLINER_ENCODER_PREFIX, GLiNERSpanModel
+from vllm_factory.heads.gliner.model import GLiNERSpanModel, adapter_mapper
 
 
 class DebertaGLiNER(GLiNERSpanModel, FactoryLoRA):
@@ -25,10 +24,7 @@ class DebertaGLiNER(GLiNERSpanModel, FactoryLoRA):
     when it loads."""
 
     packed_modules_mapping: ClassVar[dict[str, list[str]]] = {}
-    hf_to_vllm_mapper = WeightsMapper(orig_to_new_prefix={
-        GLINER_ENCODER_PREFIX: "model.", "encoder.": "model.encoder.",
-        "embeddings.": "model.embeddings.",
-    })  # fmt: skip
+    hf_to_vllm_mapper = adapter_mapper("encoder.")
 
     def build_backbone(self, hf_config: Any, prefix: str) -> nn.Module:
         return DebertaV2Encoder(hf_config, prefix=prefix)

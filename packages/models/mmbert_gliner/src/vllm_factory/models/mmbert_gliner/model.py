@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from torch import nn
-from vllm.model_executor.models.utils import WeightsMapper
 from vllm_factory.backbones.modernbert import LORA_PACKED_MODULES, ModernBertEncoder
 from vllm_factory.core.lora import FactoryLoRA
-from vllm_factory.heads.gliner.model import GLINER_ENCODER_PREFIX, GLiNERSpanModel
+from vllm_factory.heads.gliner.model import GLiNERSpanModel, adapter_mapper
 
 
 class MmBertGLiNER(GLiNERSpanModel, FactoryLoRA):
@@ -23,10 +22,7 @@ class MmBertGLiNER(GLiNERSpanModel, FactoryLoRA):
     does not wrap: an adapter that targets it is refused when it loads."""
 
     packed_modules_mapping: ClassVar[dict[str, list[str]]] = LORA_PACKED_MODULES
-    hf_to_vllm_mapper = WeightsMapper(orig_to_new_prefix={
-        GLINER_ENCODER_PREFIX: "model.", "layers.": "model.layers.",
-        "embeddings.": "model.embeddings.",
-    })  # fmt: skip
+    hf_to_vllm_mapper = adapter_mapper("layers.")
 
     def build_backbone(self, hf_config: Any, prefix: str) -> nn.Module:
         return ModernBertEncoder(hf_config, prefix=prefix)

@@ -1,19 +1,14 @@
-"""Nemotron ColEmbed (NVIDIA's ``Qwen3VLNemotronEmbedModel``: a bidirectional Qwen3-VL whose
-token vectors are its last layer's hidden states, L2-normalised) for vLLM: architecture
-``NemotronColEmbedForRetrieval``, IOProcessor ``nemotron_colembed_io``."""
+"""Nemotron ColEmbed (NVIDIA's ``Qwen3VLNemotronEmbedModel``: a bidirectional Qwen3-VL whose token
+vectors are its last layer's hidden states, L2-normalised) for vLLM."""
 
 from typing import Any
 
 from vllm_factory.models.nemotron_colembed.version import __version__ as __version__
 
-DISTRIBUTION = "vllm-factory-nemotron-colembed"
 ARCHITECTURE = "NemotronColEmbedForRetrieval"
 IO_PROCESSOR = "nemotron_colembed_io"
-# What the entry points (plugin.py) register; vLLM imports them lazily.
-MODEL = "vllm_factory.models.nemotron_colembed.model:NemotronColEmbed"
-IO_PROCESSOR_CLASS = (
-    "vllm_factory.models.nemotron_colembed.io_processor.NemotronColEmbedIOProcessor"
-)
+MODEL = "model:NemotronColEmbed"
+IO_PROCESSOR_CLASS = "io_processor:NemotronColEmbedIOProcessor"
 # Checkpoint config.json model_type values this package serves (read by --config-format colpali).
 COLPALI_BACKBONE_TYPES = ("qwen3_vl_nemotron_embed",)
 # How --config-format colpali serves such a config.json: as transformers' own Qwen3-VL config
