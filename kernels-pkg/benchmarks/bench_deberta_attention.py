@@ -11,8 +11,8 @@ Usage: python benchmarks/bench_deberta_attention.py --out flash-deberta.json
    for both backends). The fallback through ``torch.compile`` is timed too (the bar the
    kernel has to beat to stay on the model path). PyTorch's SDPA on the same q/k/v without
    the relative terms is timed too, as the speed of plain (non-disentangled) attention.
-   ``deberta_attention_by_rows`` (the in-graph form: per-row sequence bounds, tiles that may
-   straddle two sequences) is timed on the same inputs. ``--sweep`` also times a few kernel
+   ``attention_by_rows`` with the relative terms (the in-graph form: per-row sequence bounds,
+   tiles that may straddle two sequences) is timed on the same inputs. ``--sweep`` also times a few kernel
    tile configurations.
 
 Tried and not kept (2026-11-28, H200, 16 x 512 tokens, 12 heads, bf16; commit 18f7fd6,
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from vllm_factory.kernels import (
         _triton_deberta_attention,
-        deberta_attention_by_rows,
+        attention_by_rows,
         flash_deberta_attention,
         relative_position_index,
         relative_scores,
@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
             start, end = sequence_bounds(torch.arange(tokens, device=dev) % length)
 
             def by_rows(q=q, k=k, v=v, pk=pos_key, pq=pos_query, s=start, e=end, t=table, n=length):
-                return deberta_attention_by_rows(
-                    q, k, v, s, e, n, rel_index=t, c2p=relative_scores(q, pk),
-                    p2c=relative_scores(k, pq), backend="triton",
+                return attention_by_rows(
+                    q, k, v, s, e, n, scale=(3 * q.shape[-1]) ** -0.5, bias_index=t,
+                    c2p=relative_scores(q, pk), p2c=relative_scores(k, pq), backend="triton",
                 )  # fmt: skip
 
             with torch.inference_mode():

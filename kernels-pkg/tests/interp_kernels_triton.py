@@ -293,15 +293,15 @@ def test_deberta_attention_precomputed_scores_into_out(triton_calls) -> None:
     ("lengths", "buckets", "max_rel"),
     [([5, 37, 70, 1, 16], 8, 32), ([300, 3], 256, 512), ([40, 9, 1, 1, 1], -1, 16)],
 )  # tiles straddling sequences; one-token runs as vLLM's graph padding makes
-def test_deberta_attention_by_rows(triton_calls, lengths, buckets, max_rel) -> None:
+def test_attention_by_rows_with_deberta_terms(triton_calls, lengths, buckets, max_rel) -> None:
     from deberta_reference import hf_case
     from test_kernels_deberta_attention import rows_args
-    from vllm_factory.kernels import deberta_attention_by_rows
+    from vllm_factory.kernels import attention_by_rows
 
     case = hf_case(lengths, position_buckets=buckets, max_relative_positions=max_rel)
     args, kwargs = rows_args(case, max(lengths) + 5)
     out = torch.full_like(case.q, float("nan"))
-    given = deberta_attention_by_rows(*args, **kwargs, out=out, backend="triton")
+    given = attention_by_rows(*args, **kwargs, out=out, backend="triton")
     assert triton_calls == ["deberta_attention_rows_triton"] and given is out
     close(out, case.expected)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from kernels_reference import close
 from vllm_factory.kernels import (
-    deberta_attention_by_rows,
+    attention_by_rows,
     flash_deberta_attention,
     relative_position_index,
     relative_scores,
@@ -144,8 +144,9 @@ def test_rejects_bad_scores() -> None:
 
 
 def rows_args(case, max_len: int, dtype=torch.float32, device: str = "cpu") -> tuple[tuple, dict]:
-    """The case as :func:`deberta_attention_by_rows` takes it: per-row bounds from positions,
-    the c2p / p2c scores precomputed, one bucket table for ``max_len``."""
+    """The case as :func:`attention_by_rows` takes DeBERTa's attention: per-row bounds from
+    positions, the c2p / p2c scores precomputed, one bucket table for ``max_len``, the scale
+    counting the relative terms."""
     from vllm_factory.kernels import sequence_bounds
 
     q, k, v, cu, _length, pos_key, pos_query, buckets, max_rel, factor = case.args(dtype, device)
@@ -155,10 +156,10 @@ def rows_args(case, max_len: int, dtype=torch.float32, device: str = "cpu") -> t
     span = pos_key.shape[0] // 2
     table = relative_position_index(max_len, span, buckets, max_rel, device)
     kwargs = {
-        "rel_index": table,
+        "bias_index": table,
         "c2p": relative_scores(q, pos_key),
         "p2c": relative_scores(k, pos_query),
-        "scale_factor": factor,
+        "scale": (q.shape[-1] * factor) ** -0.5,
     }
     return (q, k, v, start, end, max_len), kwargs
 
@@ -179,7 +180,7 @@ def test_attention_by_rows_fallback_matches_hf(lengths, buckets, max_rel):
     case = hf_case(lengths, position_buckets=buckets, max_relative_positions=max_rel)
     args, kwargs = rows_args(case, max(lengths) + 7)
     out = torch.full_like(case.q, float("nan"))
-    assert deberta_attention_by_rows(*args, **kwargs, out=out, backend="torch") is out
+    assert attention_by_rows(*args, **kwargs, out=out, backend="torch") is out
     close(out, case.expected)
 
 
@@ -192,15 +193,15 @@ def test_attention_by_rows_announces_itself(monkeypatch, caplog):
     case = hf_case([9, 4])
     args, kwargs = rows_args(case, 9)
     with caplog.at_level("INFO", logger=_dispatch.logger.name):
-        deberta_attention_by_rows(*args, **kwargs, backend="torch")
-    assert "vllm-factory kernel deberta_attention_by_rows runs on" in caplog.text
+        attention_by_rows(*args, **kwargs, backend="torch")
+    assert "vllm-factory kernel attention_by_rows runs on" in caplog.text
 
 
 def test_attention_by_rows_rejects_a_short_table():
     case = hf_case([9, 4])
     args, kwargs = rows_args(case, 9)
-    with pytest.raises(ValueError, match="rel_index"):
-        deberta_attention_by_rows(*args[:5], 20, **kwargs)
+    with pytest.raises(ValueError, match="bias_index"):
+        attention_by_rows(*args[:5], 20, **kwargs)
 
 
 def test_relative_index_ignores_the_default_dtype():

@@ -7,7 +7,6 @@ Each public function takes a keyword-only ``backend`` (``"auto"``, ``"triton"`` 
 
 from ._dispatch import select_backend, triton_available, triton_disabled
 from .deberta_attention import (
-    deberta_attention_by_rows,
     flash_deberta_attention,
     relative_position_index,
     relative_scores,
@@ -36,7 +35,6 @@ __all__ = [
     "attention_by_rows",
     "bidirectional_lstm",
     "build_rope_cache",
-    "deberta_attention_by_rows",
     "flash_deberta_attention",
     "fused_add_layernorm",
     "fused_geglu",

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import torch
 
 from ._dispatch import select_backend
-from .rows_attention import RowsInputs, _check_out, _check_rows, _into, rows_triton
+from .rows_attention import _check_out, _into, check_scores
 
 
 def relative_position_index(
@@ -239,7 +239,7 @@ def flash_deberta_attention(
     if c2p is not None and pos_key is not None or p2c is not None and pos_query is not None:
         raise ValueError("give c2p / p2c or pos_key / pos_query, not both")
     span = _check_args(q, k, v, cu_seqlens, pos_key, pos_query)
-    span = _check_scores(q, c2p, p2c, span)
+    span = check_scores(q, c2p, p2c, span)
     _check_out(q, out)
     if span:
         if rel_index is None:
@@ -271,63 +271,3 @@ def _softmax_scale(
     """``1 / sqrt(D * factor)``, ``factor`` counting the enabled terms unless given."""
     factor = 1 + (c2p is not None) + (p2c is not None) if scale_factor is None else scale_factor
     return 1.0 / math.sqrt(q.shape[-1] * factor)
-
-
-def _check_scores(
-    q: torch.Tensor, c2p: torch.Tensor | None, p2c: torch.Tensor | None, span: int
-) -> int:
-    """Validate precomputed relative scores against ``q``; return ``span``."""
-    tokens, heads = q.shape[:2]
-    for name, scores in (("c2p", c2p), ("p2c", p2c)):
-        if scores is None:
-            continue
-        if scores.dim() != 3 or scores.shape[:2] != (heads, tokens) or scores.shape[2] % 2:
-            raise ValueError(f"{name} must be [H, T, 2 * span], got {tuple(scores.shape)}")
-        if span and scores.shape[2] // 2 != span:
-            raise ValueError("the relative terms must have the same span")
-        span = scores.shape[2] // 2
-    return span
-
-
-def deberta_attention_by_rows(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    row_start: torch.Tensor,
-    row_end: torch.Tensor,
-    max_seqlen: int,
-    *,
-    rel_index: torch.Tensor | None = None,
-    c2p: torch.Tensor | None = None,
-    p2c: torch.Tensor | None = None,
-    scale_factor: int | None = None,
-    out: torch.Tensor | None = None,
-    backend: str = "auto",
-) -> torch.Tensor:
-    """:func:`flash_deberta_attention` with the sequences given per row (``row_start`` /
-    ``row_end`` from :func:`sequence_bounds`) instead of ``cu_seqlens``: the Triton kernel
-    launches on ``T`` alone, so the call can be captured in a CUDA graph. ``max_seqlen``
-    bounds every sequence's length (the model's maximum); ``rel_index`` (from
-    :func:`relative_position_index` for at least ``max_seqlen``) and ``c2p`` / ``p2c``
-    (:func:`relative_scores`) as there. The PyTorch fallback reads the boundaries on the host
-    (a synchronisation) and runs :func:`flash_deberta_attention`'s fallback."""
-    span = _check_args(q, k, v, row_start, None, None)
-    span = _check_scores(q, c2p, p2c, span)
-    _check_rows(q, row_start, row_end)
-    if span and (rel_index is None or rel_index.numel() < 2 * max_seqlen - 1):
-        raise ValueError(
-            "relative terms need rel_index from relative_position_index(>= max_seqlen)"
-        )
-    _check_out(q, out)
-    tensors = [t for t in (q, k, v, row_start, row_end, c2p, p2c) if t is not None]
-    if select_backend(backend, *tensors, kernel="deberta_attention_by_rows") == "triton":
-        sm_scale = _softmax_scale(q, c2p, p2c, scale_factor)
-        rows = RowsInputs(q, k, v, row_start, row_end, max_seqlen, sm_scale)
-        return rows_triton(out, rows, c2p=c2p, p2c=p2c, rel_index=rel_index)
-    starts = torch.unique(row_start.long())
-    cu = torch.cat((starts, starts.new_tensor([q.shape[0]])))
-    longest = int((cu[1:] - cu[:-1]).max()) if starts.numel() else 0
-    return flash_deberta_attention(
-        q, k, v, cu, longest, scale_factor=scale_factor, rel_index=rel_index, c2p=c2p, p2c=p2c,
-        out=out, backend="torch",
-    )  # fmt: skip

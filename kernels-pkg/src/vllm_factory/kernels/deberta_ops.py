@@ -23,13 +23,9 @@ import torch
 import torch.nn.functional as F
 from vllm_factory.core.packing import PackedLayout
 
-from .deberta_attention import (
-    deberta_attention_by_rows,
-    flash_deberta_attention,
-    relative_position_index,
-)
+from .deberta_attention import _softmax_scale, flash_deberta_attention, relative_position_index
 from .packed_step_cache import step_cached
-from .rows_attention import _writes_out_only
+from .rows_attention import _writes_out_only, attention_by_rows
 
 ATTENTION_OP = "vllm_factory::deberta_attention"
 ROWS_OP = "vllm_factory::deberta_attention_rows"
@@ -116,10 +112,11 @@ def _packed_attention(q, k, v, positions, c2p, p2c, scale_factor, span, buckets,
 def _rows_attention(
     q, k, v, row_start, row_end, rel_index, c2p, p2c, scale_factor, max_seqlen, out
 ):
-    """``deberta_attention_by_rows`` of packed ``[T, H, D]`` q/k/v into ``out``."""
-    deberta_attention_by_rows(
-        q, k, v, row_start, row_end, max_seqlen, rel_index=rel_index, c2p=c2p, p2c=p2c,
-        scale_factor=scale_factor, out=out,
+    """``attention_by_rows`` with DeBERTa's relative terms, of packed ``[T, H, D]`` q/k/v into
+    ``out``."""
+    attention_by_rows(
+        q, k, v, row_start, row_end, max_seqlen, scale=_softmax_scale(q, c2p, p2c, scale_factor),
+        out=out, bias_index=rel_index, c2p=c2p, p2c=p2c,
     )  # fmt: skip
 
 

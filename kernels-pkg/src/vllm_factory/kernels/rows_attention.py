@@ -7,8 +7,8 @@ two-sided sliding window. :func:`attention_by_rows` then attends each row to its
 Triton launch depends on ``T`` alone, so a CUDA graph can hold the whole step (no per-sequence
 host data, no split point in a compiled encoder). :func:`visible_ends` hides a sequence's
 trailing run of one token from every row (ColBERT's query expansion), on the device as well.
-An optional per-head bias by relative distance (T5's bucketed position bias) joins the scores
-inside the kernel.
+Relative terms join the scores inside the kernel: a per-head bias by distance (T5's bucketed
+position bias) or DeBERTa's c2p / p2c scores.
 """
 
 from __future__ import annotations
@@ -89,6 +89,8 @@ def attention_by_rows(
     out: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     bias_index: torch.Tensor | None = None,
+    c2p: torch.Tensor | None = None,
+    p2c: torch.Tensor | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
     """Softmax attention of every row ``i`` of packed ``[T, H, D]`` q / k / v over the keys
@@ -97,20 +99,28 @@ def attention_by_rows(
     given. ``max_seqlen`` bounds the ranges' lengths (Triton block sizes only). The Triton
     kernel needs no host value but ``T``; the PyTorch fallback reads the ranges on the host.
 
-    ``bias`` ``[H, buckets]`` with ``bias_index`` (integer ``[2 * span - 1]``, on the device):
-    each score gets ``bias[h, bias_index[d + span - 1]]`` added before the scale, ``d = i - j``
-    clamped to ``[-(span - 1), span - 1]`` (T5: the bucket of each distance; its buckets stop
-    changing past ``max_distance``, so ``span = max_distance + 1`` serves any length)."""
+    Relative terms join each score before the scale, through ``bias_index`` (integer
+    ``[2 * span - 1]`` on the device: entry ``d + span - 1`` for distance ``d = i - j``, clamped
+    to ``[-(span - 1), span - 1]``), either
+    - ``bias`` ``[H, buckets]``: ``bias[h, bias_index[.]]`` (T5: the bucket of each distance;
+      its buckets stop changing past ``max_distance``, so ``span = max_distance + 1`` serves
+      any length), or
+    - DeBERTa's ``c2p`` / ``p2c`` ``[H, T, 2 * att_span]`` (``deberta_attention.relative_scores``)
+      with ``bias_index`` from ``relative_position_index`` for at least ``max_seqlen``:
+      ``c2p[h, i, bias_index[.]] + p2c[h, j, bias_index[.]]``; ``scale`` is then
+      ``1 / sqrt(D * factor)`` as :func:`flash_deberta_attention` counts it."""
     if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"q, k, v must be [T, H, D] alike, got {q.shape}, {k.shape}, {v.shape}")
     _check_rows(q, row_start, row_end)
     _check_out(q, out)
-    _check_bias(q, bias, bias_index)
+    _check_terms(q, max_seqlen, bias, bias_index, c2p, p2c)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     rows = RowsInputs(q, k, v, row_start, row_end, max(max_seqlen, 1), scale)
-    if select_backend(backend, q, k, v, row_start, row_end, kernel="attention_by_rows") == "triton":
-        return rows_triton(out, rows, rel_index=bias_index, bias=bias)
-    result = _attention_by_rows_torch(rows, bias, bias_index)
+    terms = {"rel_index": bias_index, "bias": bias, "c2p": c2p, "p2c": p2c}
+    tensors = [t for t in (q, k, v, row_start, row_end, c2p, p2c) if t is not None]
+    if select_backend(backend, *tensors, kernel="attention_by_rows") == "triton":
+        return rows_triton(out, rows, **terms)
+    result = _attention_by_rows_torch(rows, **terms)
     return result if out is None else out.copy_(result)
 
 
@@ -150,17 +160,47 @@ def _check_out(q: torch.Tensor, out: torch.Tensor | None) -> None:
         raise ValueError(f"out must be [T, H, D] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
 
 
-def _check_bias(q: torch.Tensor, bias: torch.Tensor | None, index: torch.Tensor | None) -> None:
-    if (bias is None) != (index is None):
-        raise ValueError("bias and bias_index go together")
-    if bias is None:
+def _check_terms(
+    q: torch.Tensor,
+    max_seqlen: int,
+    bias: torch.Tensor | None,
+    index: torch.Tensor | None,
+    c2p: torch.Tensor | None,
+    p2c: torch.Tensor | None,
+) -> None:
+    """Validate the relative terms of :func:`attention_by_rows`."""
+    relative = check_scores(q, c2p, p2c, 0) > 0
+    if bias is not None and relative:
+        raise ValueError("give bias or c2p / p2c, not both")
+    if (bias is not None or relative) != (index is not None):
+        raise ValueError("bias_index goes together with bias or c2p / p2c")
+    if index is None:
         return
-    if bias.dim() != 2 or bias.shape[0] != q.shape[1]:
+    if index.dim() != 1 or index.numel() % 2 == 0 or index.dtype.is_floating_point:
+        raise ValueError(f"bias_index must be integer [2 * span - 1], got {tuple(index.shape)}")
+    if bias is not None and (bias.dim() != 2 or bias.shape[0] != q.shape[1]):
         raise ValueError(
             f"bias must be [H, buckets] with H = {q.shape[1]}, got {tuple(bias.shape)}"
         )
-    if index.dim() != 1 or index.numel() % 2 == 0 or index.dtype.is_floating_point:
-        raise ValueError(f"bias_index must be integer [2 * span - 1], got {tuple(index.shape)}")
+    if relative and index.numel() < 2 * max_seqlen - 1:
+        raise ValueError("c2p / p2c need bias_index from relative_position_index(>= max_seqlen)")
+
+
+def check_scores(
+    q: torch.Tensor, c2p: torch.Tensor | None, p2c: torch.Tensor | None, span: int
+) -> int:
+    """Validate DeBERTa's relative scores (``[H, T, 2 * span]``) against ``q``; return
+    ``span`` (the one given where there are none)."""
+    tokens, heads = q.shape[:2]
+    for name, scores in (("c2p", c2p), ("p2c", p2c)):
+        if scores is None:
+            continue
+        if scores.dim() != 3 or scores.shape[:2] != (heads, tokens) or scores.shape[2] % 2:
+            raise ValueError(f"{name} must be [H, T, 2 * span], got {tuple(scores.shape)}")
+        if span and scores.shape[2] // 2 != span:
+            raise ValueError("the relative terms must have the same span")
+        span = scores.shape[2] // 2
+    return span
 
 
 def _into(out: torch.Tensor | None, q: torch.Tensor, launch) -> torch.Tensor:
@@ -187,9 +227,8 @@ class RowsInputs(NamedTuple):
 def rows_triton(
     out: torch.Tensor | None, x: RowsInputs, **terms: torch.Tensor | None
 ) -> torch.Tensor:
-    """The Triton path of both row-range attentions (:func:`attention_by_rows`, DeBERTa's
-    ``deberta_attention_by_rows``, which adds the relative ``terms``), into ``out`` (see
-    :func:`_into`)."""
+    """The Triton path of the row-range attention (:func:`attention_by_rows`, with its
+    relative ``terms``), into ``out`` (see :func:`_into`)."""
     from ._triton_deberta_attention import deberta_attention_rows_triton
 
     return _into(out, x.q, lambda target: deberta_attention_rows_triton(x, out=target, **terms))
@@ -197,14 +236,16 @@ def rows_triton(
 
 def _attention_by_rows_torch(
     x: RowsInputs,
+    rel_index: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
-    bias_index: torch.Tensor | None = None,
+    c2p: torch.Tensor | None = None,
+    p2c: torch.Tensor | None = None,
     chunk: int = 256,
 ) -> torch.Tensor:
     """The fallback: ``chunk`` rows at a time, over the union of their ranges with a per-row
     mask, in fp32."""
     q, k, v, row_start, row_end, _, scale = x
-    span = 0 if bias_index is None else (bias_index.numel() + 1) // 2
+    span = 0 if rel_index is None else (rel_index.numel() + 1) // 2
     total = q.shape[0]
     out = torch.zeros_like(q)
     start, end = row_start.long().cpu(), row_end.long().cpu()
@@ -216,10 +257,19 @@ def _attention_by_rows_torch(
         keys = torch.arange(lo, hi)
         allowed = (keys[None, :] >= start[rows, None]) & (keys[None, :] < end[rows, None])
         scores = torch.einsum("thd,khd->htk", q[rows].float(), k[lo:hi].float())
-        if bias is not None:
+        if rel_index is not None:
             distance = torch.arange(rows.start, rows.stop)[:, None] - keys[None, :]
             slot = distance.clamp(-(span - 1), span - 1) + span - 1
-            scores = scores + bias.float()[:, bias_index.long()[slot.to(bias_index.device)]]
+            column = rel_index.long()[slot.to(rel_index.device)]  # [rows, keys]
+            if bias is not None:
+                scores = scores + bias.float()[:, column]
+            if c2p is not None:  # the row's projection at the pair's bucket
+                scores = scores + c2p[:, rows].float().gather(
+                    -1, column.expand(c2p.shape[0], -1, -1)
+                )
+            if p2c is not None:  # the key's projection at the pair's bucket
+                key = torch.arange(hi - lo, device=p2c.device)[None, :]
+                scores = scores + p2c[:, lo:hi].float()[:, key, column]
         scores = scores * scale
         scores = scores.masked_fill(~allowed.to(q.device)[None], float("-inf"))
         weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # an empty range: all -inf
