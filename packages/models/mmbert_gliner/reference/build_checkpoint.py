@@ -15,7 +15,8 @@ so that span scores spread over (0, 1) instead of all sitting near 0.5, gliner's
 from __future__ import annotations
 
 from gliner_checkpoint import main
-from tiny_checkpoint import bert_bpe_tokenizer, modernbert_backbone
+from tiny_checkpoint import bert_bpe_tokenizer
+from tiny_checkpoint import modernbert_backbone as build_backbone  # the name variants call
 from transformers import PreTrainedTokenizerFast
 
 # head_dim = hidden / heads must be 32 or 64 (vLLM CPU attention). The GLiNER hidden size
@@ -40,4 +41,4 @@ def train_tokenizer(texts: list[str], vocab_size: int, max_length: int) -> PreTr
 
 
 if __name__ == "__main__":
-    main(__doc__, SIZES, train_tokenizer, modernbert_backbone)
+    main(__doc__, SIZES, train_tokenizer, build_backbone)
