@@ -266,3 +266,15 @@ def test_ops_leave_no_row_of_the_buffer_unwritten() -> None:
         torch.ops.vllm_factory.deberta_conv(x, rows, weight, None, 1, conv_out)
         assert torch.isfinite(conv_out).all()
     assert (out == 0).all()  # no sequence at all: every row zero
+
+
+def test_attention_by_rows_with_the_table_but_no_relative_terms_is_plain_attention():
+    """DeBERTa with relative attention on but neither c2p nor p2c in ``pos_att_type`` passes
+    its table alone: the attention is plain, scaled as given."""
+    case = hf_case([9, 4])
+    (q, k, v, start, end, max_len), kwargs = rows_args(case, 9)
+    plain = attention_by_rows(q, k, v, start, end, max_len, scale=0.2, backend="torch")
+    with_table = attention_by_rows(
+        q, k, v, start, end, max_len, scale=0.2, bias_index=kwargs["bias_index"], backend="torch"
+    )
+    torch.testing.assert_close(with_table, plain)

@@ -168,12 +168,13 @@ def _check_terms(
     c2p: torch.Tensor | None,
     p2c: torch.Tensor | None,
 ) -> None:
-    """Validate the relative terms of :func:`attention_by_rows`."""
+    """Validate the relative terms of :func:`attention_by_rows` (a ``bias_index`` without
+    terms is unused: DeBERTa's relative table where neither c2p nor p2c is on)."""
     relative = check_scores(q, c2p, p2c, 0) > 0
     if bias is not None and relative:
         raise ValueError("give bias or c2p / p2c, not both")
-    if (bias is not None or relative) != (index is not None):
-        raise ValueError("bias_index goes together with bias or c2p / p2c")
+    if (bias is not None or relative) and index is None:
+        raise ValueError("bias or c2p / p2c without bias_index: they go together")
     if index is None:
         return
     if index.dim() != 1 or index.numel() % 2 == 0 or index.dtype.is_floating_point:
