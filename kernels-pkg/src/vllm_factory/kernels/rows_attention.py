@@ -261,7 +261,7 @@ def _attention_by_rows_torch(
         if rel_index is not None:
             distance = torch.arange(rows.start, rows.stop)[:, None] - keys[None, :]
             slot = distance.clamp(-(span - 1), span - 1) + span - 1
-            column = rel_index.long()[slot.to(rel_index.device)]  # [rows, keys]
+            column = rel_index.to(q.device).long()[slot.to(q.device)]  # [rows, keys]
             if bias is not None:
                 scores = scores + bias.float()[:, column]
             if c2p is not None:  # the row's projection at the pair's bucket

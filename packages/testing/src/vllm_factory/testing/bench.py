@@ -50,6 +50,7 @@ from typing import Any, Self
 
 import httpx
 from packaging.requirements import Requirement
+from vllm_factory.core.registration import distribution_of
 from vllm_factory.testing import bench_report
 from vllm_factory.testing.loadgen import (
     Point,
@@ -292,7 +293,7 @@ class PluginSpec:
     def versions(self) -> list[str]:
         """Distributions of the serving venv worth recording: the package's wheel and the
         vllm-factory wheels it requires."""
-        distribution = "vllm-factory-" + self.name.replace("_", "-")
+        distribution = distribution_of(f"vllm_factory.models.{self.name}")
         try:
             requires = metadata.requires(distribution) or []
         except metadata.PackageNotFoundError:
