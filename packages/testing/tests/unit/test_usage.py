@@ -47,20 +47,16 @@ def test_roles_of_ray_serve_processes() -> None:
     script = " ".join(f"(exec -a '{title}' sleep 60) &" for title in titles) + " wait"
     server = subprocess.Popen(["bash", "-c", script])
     try:
+        expected = ["driver", "proxy", "ray", "ray", "replica"]
 
         def titled() -> list[str] | None:
             tree = process_tree(server.pid)
             roles = sorted(role_of(pid, server.pid, root_role="driver") for pid in tree)
-            # A forked child keeps bash's title until its exec: wait for the titles.
-            return roles if len(tree) == 5 and "bash" not in roles else None
+            # A forked child keeps bash's command line (this script, titles and all) until its
+            # exec, so it may pass for another role: wait for the exact roles.
+            return roles if roles == expected else None
 
-        assert wait_for(titled, "the four titled children") == [
-            "driver",
-            "proxy",
-            "ray",
-            "ray",
-            "replica",
-        ]
+        assert wait_for(titled, "the four titled children") == expected
     finally:
         subprocess.run(["pkill", "-P", str(server.pid)], check=False)
         server.wait(timeout=10)
@@ -80,13 +76,15 @@ def test_tree_roles_and_cpu_of_a_busy_child(tmp_path: Path) -> None:
     server = subprocess.Popen(["bash", "-c", script], env={**os.environ, "BURN": burn})
     busy = Path(sys.executable).name
     try:
+        expected = sorted(["api", "engine", "worker", busy])
 
         def titled() -> list[str] | None:
-            tree = process_tree(server.pid)
-            roles = sorted(role_of(pid, server.pid) for pid in tree)
-            return roles if len(tree) == 4 and "bash" not in roles else None
+            roles = sorted(role_of(pid, server.pid) for pid in process_tree(server.pid))
+            # Before its exec the busy child's command line is this script's, which names
+            # EngineCore: wait for the exact roles.
+            return roles if roles == expected else None
 
-        assert wait_for(titled, "the three children") == sorted(["api", "engine", "worker", busy])
+        assert wait_for(titled, "the three children") == expected
         with Usage(server.pid) as usage:
             go.touch()
             wait_for(done.exists, "the busy child's burn")
