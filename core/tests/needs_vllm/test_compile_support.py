@@ -75,3 +75,16 @@ def test_step_cache_builds_once_per_step_and_per_positions():
     # Outside a step nothing is cached.
     assert compat.step_cached("probe", positions, build) == 5
     assert compat.step_cached("probe", positions, build) == 6
+
+
+def test_quantization_is_refused_in_one_line_naming_the_encoder():
+    """An encoder built without vLLM's quantization config would serve unquantized weights
+    under ``--quantization``: it refuses at start-up instead."""
+    import pytest
+    from vllm.model_executor.layers.quantization.fp8 import Fp8Config
+
+    config = _config()
+    compat.refuse_quantization(config, "Probe")  # no quantization: nothing to refuse
+    config.quant_config = Fp8Config(is_checkpoint_fp8_serialized=True)
+    with pytest.raises(ValueError, match=r"the Probe encoder does not apply quantization \(fp8\)"):
+        compat.refuse_quantization(config, "Probe")

@@ -48,6 +48,7 @@ __all__ = [
     "flash_attn_varlen_func",
     "plugin_pooling_params",
     "prompt_token_ids_cpu",
+    "refuse_quantization",
     "scheduled_token_counts",
     "split_graph_at",
     "step_cached",
@@ -133,6 +134,20 @@ def split_graph_at(vllm_config: Any, op_name: str) -> None:
     ops = getattr(compilation, "splitting_ops", None)
     if isinstance(ops, list) and op_name not in ops:
         ops.append(op_name)
+
+
+def refuse_quantization(vllm_config: Any, encoder: str) -> None:
+    """Refuse ``--quantization`` (or a checkpoint's quantization config) at start-up, in one
+    line, for an encoder whose linear layers are built without vLLM's quantization config:
+    served as they are, its weights would stay unquantized while the user believes otherwise.
+    Call it from the encoder's ``__init__``."""
+    quant = getattr(vllm_config, "quant_config", None)
+    if quant is not None:
+        method = getattr(vllm_config.model_config, "quantization", None) or quant.get_name()
+        raise ValueError(
+            f"vllm-factory: the {encoder} encoder does not apply quantization ({method}) yet; "
+            "serve it without --quantization"
+        )
 
 
 def add_compile_key(vllm_config: Any, **settings: str | bool | int) -> None:

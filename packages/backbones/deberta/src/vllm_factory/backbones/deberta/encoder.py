@@ -401,6 +401,7 @@ class DebertaV2Encoder(nn.Module):
 
     def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
+        compat.refuse_quantization(vllm_config, "DeBERTa-v2")
         rows_max_seqlen = 0
         if rows_attention_usable(vllm_config):
             model = vllm_config.model_config

@@ -294,6 +294,7 @@ class ModernBertEncoder(nn.Module):
 
     def __init__(self, config, vllm_config: Any = None, prefix: str = "") -> None:
         super().__init__()
+        compat.refuse_quantization(vllm_config, "ModernBERT")
         self.config = config
         self.embeddings = Embeddings(config)
         types = layer_types(config)

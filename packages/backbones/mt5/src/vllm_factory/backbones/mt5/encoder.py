@@ -264,6 +264,7 @@ class MT5Encoder(nn.Module):
 
     def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
+        compat.refuse_quantization(vllm_config, "mT5")
         self.config = config
         self.num_buckets = config.relative_attention_num_buckets
         self.max_distance = getattr(config, "relative_attention_max_distance", 128)

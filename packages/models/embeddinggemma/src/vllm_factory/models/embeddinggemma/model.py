@@ -71,6 +71,7 @@ class EmbeddingGemma(FactoryModel):
 
     def __init__(self, *, vllm_config, prefix: str = "") -> None:
         super().__init__(vllm_config)
+        compat.refuse_quantization(vllm_config, "EmbeddingGemma")
         model_config = self.model_config
         hf_config = model_config.hf_config
         if not getattr(hf_config, "use_bidirectional_attention", False):

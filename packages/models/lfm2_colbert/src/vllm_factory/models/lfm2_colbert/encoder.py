@@ -196,6 +196,7 @@ class Layer(nn.Module):
 class Lfm2Encoder(nn.Module):
     def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
+        compat.refuse_quantization(vllm_config, "LFM2")
         compat.split_graph_at(vllm_config, ATTENTION_OP)
         kinds = layer_types(config)
         unknown = set(kinds) - {ATTENTION, CONV}
