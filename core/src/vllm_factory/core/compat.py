@@ -48,6 +48,7 @@ __all__ = [
     "flash_attn_varlen_func",
     "plugin_pooling_params",
     "prompt_token_ids_cpu",
+    "quant_config",
     "refuse_quantization",
     "scheduled_token_counts",
     "split_graph_at",
@@ -136,12 +137,19 @@ def split_graph_at(vllm_config: Any, op_name: str) -> None:
         ops.append(op_name)
 
 
+def quant_config(vllm_config: Any) -> Any:
+    """The engine's quantization config (``--quantization``, or the checkpoint's) for an
+    encoder's vLLM linear layers (their ``quant_config``); None without one or outside an
+    engine. vLLM quantizes those layers' weights as it loads them."""
+    return getattr(vllm_config, "quant_config", None)
+
+
 def refuse_quantization(vllm_config: Any, encoder: str) -> None:
     """Refuse ``--quantization`` (or a checkpoint's quantization config) at start-up, in one
-    line, for an encoder whose linear layers are built without vLLM's quantization config:
+    line, for an encoder whose linear layers are plain torch layers (no :func:`quant_config`):
     served as they are, its weights would stay unquantized while the user believes otherwise.
     Call it from the encoder's ``__init__``."""
-    quant = getattr(vllm_config, "quant_config", None)
+    quant = quant_config(vllm_config)
     if quant is not None:
         method = getattr(vllm_config.model_config, "quantization", None) or quant.get_name()
         raise ValueError(

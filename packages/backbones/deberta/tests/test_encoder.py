@@ -146,6 +146,20 @@ def test_unknown_activation_is_refused(vllm_context) -> None:
         DebertaV2Encoder(config)
 
 
+def test_linear_layers_take_the_engines_quantization(vllm_context) -> None:
+    """``--quantization``: every vLLM linear layer (the separate position projections too)
+    is built with the engine's quantization config, under its own name."""
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+    from vllm_factory.testing.vllm_context import linears_asking_quantization
+
+    config, _ = _hf_model("v2_separate")
+    asked, linears = linears_asking_quantization(
+        lambda engine: DebertaV2Encoder(config, vllm_config=engine, prefix="model")
+    )
+    assert asked == linears
+    assert len(linears) == config.num_hidden_layers * 8  # q, k, v, pos k, pos q, o, up, down
+
+
 def test_layout_ops_split_the_compiled_graph(vllm_context) -> None:
     """vLLM must split its compiled graph at the ops that read the layout on the host:
     building the encoder adds them to vLLM's splitting ops."""

@@ -127,3 +127,21 @@ def test_attention_choice_keys_vllms_compile_cache(vllm_context, monkeypatch):
         assert attention == ("rows" if opted_in else "eager")
         keys[opted_in] = vllm_config.compute_hash()
     assert keys[False] != keys[True]
+
+
+def test_linear_layers_take_the_engines_quantization(vllm_context, monkeypatch):
+    """``--quantization``: every vLLM linear layer is built with the engine's quantization
+    config, under its own name."""
+    from vllm_factory.testing.vllm_context import linears_asking_quantization
+
+    monkeypatch.setattr(encoder_module, "in_graph_attention_usable", lambda cfg: True)
+
+    config = transformers.ModernBertConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=2, max_position_embeddings=128,
+    )  # fmt: skip
+    asked, linears = linears_asking_quantization(
+        lambda engine: encoder_module.ModernBertEncoder(config, vllm_config=engine, prefix="model")
+    )
+    assert asked == linears
+    assert len(linears) == config.num_hidden_layers * 4  # Wqkv, Wo, Wi, Wo

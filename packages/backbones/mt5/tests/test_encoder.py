@@ -136,6 +136,22 @@ def test_attention_splits_the_compiled_graph(vllm_context, tmp_path):
     assert [a.name for a in schema.arguments if a.alias_info and a.alias_info.is_write] == ["out"]
 
 
+@pytest.mark.parametrize("mt5", [True, False])  # gated (wi_0 / wi_1) and plain feed-forward
+def test_linear_layers_take_the_engines_quantization(vllm_context, tmp_path, mt5):
+    """``--quantization``: every vLLM linear layer is built with the engine's quantization
+    config, under its own name."""
+    from vllm_factory.testing.vllm_context import linears_asking_quantization
+
+    config, _, _ = tiny_checkpoint(tmp_path, mt5, 32)
+    asked, linears = vllm_context(
+        lambda: linears_asking_quantization(
+            lambda engine: MT5Encoder(config, vllm_config=engine, prefix="model")
+        )
+    )
+    assert asked == linears
+    assert len(linears) == config.num_layers * 4  # qkv, o, wi, wo
+
+
 @pytest.mark.parametrize("path", ["split", "in_graph"])
 def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, tmp_path, request, path):
     """vLLM pads a batch to a captured size with tokens at position 0 (each a sequence of its

@@ -41,6 +41,52 @@ def finish_loading(model) -> None:
             method.process_weights_after_loading(module)
 
 
+def linears_asking_quantization(build: Callable[[Any], Any]) -> tuple[set[str], set[str]]:
+    """Whether an encoder hands the engine's quantization config to each of its vLLM linear
+    layers: ``build(vllm_config)`` builds it (under :func:`vllm_context`) with prefix
+    ``"model"`` and an engine config whose quantization config records the prefix of every
+    linear layer that asks it for a method (and leaves the layer unquantized, so this runs on
+    any device). Returns the prefixes asked and ``"model." +`` the name of every vLLM linear
+    layer in the built module; equal when every layer takes the config, under its own name."""
+    import torch
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+    from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
+    from vllm.model_executor.layers.quantization.base_config import QuantizationConfig
+
+    asked: set[str] = set()
+
+    class Recording(QuantizationConfig):
+        def get_name(self) -> Any:
+            return "recording"
+
+        def get_supported_act_dtypes(self) -> list[torch.dtype]:
+            return [torch.float32, torch.bfloat16, torch.float16]
+
+        @classmethod
+        def get_min_capability(cls) -> int:
+            return 0
+
+        @staticmethod
+        def get_config_filenames() -> list[str]:
+            return []
+
+        @classmethod
+        def from_config(cls, config: dict[str, Any]) -> Recording:
+            return cls()
+
+        def get_quant_method(self, layer: Any, prefix: str) -> Any:
+            if not isinstance(layer, LinearBase):
+                return None
+            asked.add(prefix)
+            return UnquantizedLinearMethod()
+
+    vllm_config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+    vllm_config.quant_config = Recording()
+    module = build(vllm_config)
+    linears = {f"model.{n}" for n, m in module.named_modules() if isinstance(m, LinearBase)}
+    return asked, linears
+
+
 IN_GRAPH_BY_DEFAULT = {
     "cuda": True, "cpu": False, "no engine": False, "cuda, off": False, "cuda, on": True,
     "cuda, Triton disabled": False,

@@ -201,7 +201,7 @@ def projected_relative_scores(x: torch.Tensor, proj: nn.Module, rel: torch.Tenso
 class SelfAttention(nn.Module):
     """Q/K/V (and optional separate position) projections; weights named as in HF."""
 
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
         hidden = config.hidden_size
         self.num_heads = config.num_attention_heads
@@ -209,6 +209,7 @@ class SelfAttention(nn.Module):
         width = self.num_heads * self.head_dim
         for name in ("query_proj", "key_proj", "value_proj"):
             setattr(self, name, ColumnParallelLinear(hidden, width, bias=True,
+                                                     quant_config=quant_config,
                                                      prefix=f"{prefix}.{name}"))  # fmt: skip
         types = config.pos_att_type or []
         if isinstance(types, str):
@@ -223,12 +224,14 @@ class SelfAttention(nn.Module):
         if self.relative and not self.share_att_key:
             if self.c2p:
                 self.pos_key_proj = ColumnParallelLinear(
-                    hidden, width, bias=True, prefix=f"{prefix}.pos_key_proj"
-                )
+                    hidden, width, bias=True, quant_config=quant_config,
+                    prefix=f"{prefix}.pos_key_proj",
+                )  # fmt: skip
             if self.p2c:
                 self.pos_query_proj = ColumnParallelLinear(
-                    hidden, width, bias=True, prefix=f"{prefix}.pos_query_proj"
-                )
+                    hidden, width, bias=True, quant_config=quant_config,
+                    prefix=f"{prefix}.pos_query_proj",
+                )  # fmt: skip
 
     def forward(
         self,
@@ -266,9 +269,13 @@ class SelfAttention(nn.Module):
 class DenseAddNorm(nn.Module):
     """HF's ``*Output``: ``LayerNorm(dense(x) + residual)``."""
 
-    def __init__(self, in_size: int, hidden: int, eps: float, prefix: str = "") -> None:
+    def __init__(
+        self, in_size: int, hidden: int, eps: float, prefix: str = "", quant_config: Any = None
+    ) -> None:
         super().__init__()
-        self.dense = RowParallelLinear(in_size, hidden, bias=True, prefix=f"{prefix}.dense")
+        self.dense = RowParallelLinear(
+            in_size, hidden, bias=True, quant_config=quant_config, prefix=f"{prefix}.dense"
+        )
         self.LayerNorm = LayerNorm(hidden, eps)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -276,15 +283,15 @@ class DenseAddNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
         width = config.num_attention_heads * (
             getattr(config, "attention_head_size", None)
             or config.hidden_size // config.num_attention_heads
         )
-        self.self = SelfAttention(config, prefix=f"{prefix}.self")
+        self.self = SelfAttention(config, f"{prefix}.self", quant_config)
         self.output = DenseAddNorm(
-            width, config.hidden_size, config.layer_norm_eps, f"{prefix}.output"
+            width, config.hidden_size, config.layer_norm_eps, f"{prefix}.output", quant_config
         )
 
     def forward(self, x, rel_embeddings, positions, rows=None) -> torch.Tensor:
@@ -292,11 +299,12 @@ class Attention(nn.Module):
 
 
 class Intermediate(nn.Module):
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
         self.dense = ColumnParallelLinear(
-            config.hidden_size, config.intermediate_size, bias=True, prefix=f"{prefix}.dense"
-        )
+            config.hidden_size, config.intermediate_size, bias=True,
+            quant_config=quant_config, prefix=f"{prefix}.dense",
+        )  # fmt: skip
         self.act = activation(config.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -304,13 +312,14 @@ class Intermediate(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
-        self.attention = Attention(config, prefix=f"{prefix}.attention")
-        self.intermediate = Intermediate(config, prefix=f"{prefix}.intermediate")
+        self.attention = Attention(config, f"{prefix}.attention", quant_config)
+        self.intermediate = Intermediate(config, f"{prefix}.intermediate", quant_config)
         self.output = DenseAddNorm(
-            config.intermediate_size, config.hidden_size, config.layer_norm_eps, f"{prefix}.output"
-        )
+            config.intermediate_size, config.hidden_size, config.layer_norm_eps,
+            f"{prefix}.output", quant_config,
+        )  # fmt: skip
 
     def forward(self, x, rel_embeddings, positions, rows=None) -> torch.Tensor:
         attn = self.attention(x, rel_embeddings, positions, rows)
@@ -340,13 +349,17 @@ class ConvLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    def __init__(self, config, prefix: str = "", rows_max_seqlen: int = 0) -> None:
+    def __init__(
+        self, config, prefix: str = "", rows_max_seqlen: int = 0, quant_config: Any = None
+    ) -> None:
         """``rows_max_seqlen`` > 0: attention through ``vllm_factory::deberta_attention_rows``
-        for sequences of at most that many tokens (0: through the split-point op)."""
+        for sequences of at most that many tokens (0: through the split-point op).
+        ``quant_config``: vLLM's quantization of the layers' linear projections (``--quantization``)."""
         super().__init__()
         self.config = config
         self.layer = nn.ModuleList(
-            Layer(config, prefix=f"{prefix}.layer.{i}") for i in range(config.num_hidden_layers)
+            Layer(config, f"{prefix}.layer.{i}", quant_config)
+            for i in range(config.num_hidden_layers)
         )
         self.relative_attention = bool(getattr(config, "relative_attention", False))
         self.span = relative_positions(config)[0]
@@ -401,7 +414,6 @@ class DebertaV2Encoder(nn.Module):
 
     def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
-        compat.refuse_quantization(vllm_config, "DeBERTa-v2")
         rows_max_seqlen = 0
         if rows_attention_usable(vllm_config):
             model = vllm_config.model_config
@@ -416,7 +428,7 @@ class DebertaV2Encoder(nn.Module):
         self.embeddings = Embeddings(config)
         self.encoder = Encoder(
             config, prefix=f"{prefix}.encoder" if prefix else "encoder",
-            rows_max_seqlen=rows_max_seqlen,
+            rows_max_seqlen=rows_max_seqlen, quant_config=compat.quant_config(vllm_config),
         )  # fmt: skip
 
     def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:

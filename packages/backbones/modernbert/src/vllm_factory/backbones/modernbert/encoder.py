@@ -190,16 +190,22 @@ class Embeddings(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, config, layer_type: str, prefix: str = "", vllm_attention: bool = True):
+    def __init__(
+        self, config, layer_type: str, prefix: str = "", vllm_attention: bool = True,
+        quant_config: Any = None,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.hidden_size // self.num_heads
         self.scale = self.head_dim**-0.5
         hidden, bias = config.hidden_size, config.attention_bias
         self.Wqkv = QKVParallelLinear(
-            hidden, self.head_dim, self.num_heads, bias=bias, prefix=f"{prefix}.Wqkv"
+            hidden, self.head_dim, self.num_heads, bias=bias, quant_config=quant_config,
+            prefix=f"{prefix}.Wqkv",
+        )  # fmt: skip
+        self.Wo = RowParallelLinear(
+            hidden, hidden, bias=bias, quant_config=quant_config, prefix=f"{prefix}.Wo"
         )
-        self.Wo = RowParallelLinear(hidden, hidden, bias=bias, prefix=f"{prefix}.Wo")
         # HF masks keys farther than local_attention // 2 on sliding-window layers.
         self.half_window = config.local_attention // 2 if layer_type == LOCAL else None
         self.layer_type = layer_type
@@ -256,14 +262,16 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
-        hidden, inner = config.hidden_size, config.intermediate_size
+        hidden, inner, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
         # Wi holds the GeGLU input and gate halves: [hidden] -> [2 * inner].
         self.Wi = MergedColumnParallelLinear(
-            hidden, [inner, inner], bias=config.mlp_bias, prefix=f"{prefix}.Wi"
+            hidden, [inner, inner], bias=bias, quant_config=quant_config, prefix=f"{prefix}.Wi"
         )
-        self.Wo = RowParallelLinear(inner, hidden, bias=config.mlp_bias, prefix=f"{prefix}.Wo")
+        self.Wo = RowParallelLinear(
+            inner, hidden, bias=bias, quant_config=quant_config, prefix=f"{prefix}.Wo"
+        )
         self.approximate = "tanh" if "tanh" in str(config.hidden_activation) else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -272,15 +280,16 @@ class MLP(nn.Module):
 
 class Layer(nn.Module):
     def __init__(
-        self, config, index: int, layer_type: str, prefix: str = "", vllm_attention: bool = True
-    ) -> None:
+        self, config, index: int, layer_type: str, prefix: str = "", vllm_attention: bool = True,
+        quant_config: Any = None,
+    ) -> None:  # fmt: skip
         super().__init__()
         eps, bias = norm_eps(config), config.norm_bias
         # Layer 0 reads the (already normalised) embeddings directly.
         self.attn_norm = nn.Identity() if index == 0 else LayerNorm(config.hidden_size, eps, bias)
-        self.attn = Attention(config, layer_type, f"{prefix}.attn", vllm_attention)
+        self.attn = Attention(config, layer_type, f"{prefix}.attn", vllm_attention, quant_config)
         self.mlp_norm = LayerNorm(config.hidden_size, eps, bias)
-        self.mlp = MLP(config, prefix=f"{prefix}.mlp")
+        self.mlp = MLP(config, f"{prefix}.mlp", quant_config)
 
     def forward(self, hidden_states, positions, rope, layout=None) -> torch.Tensor:
         attn_out = self.attn(self.attn_norm(hidden_states), positions, rope, layout)
@@ -294,7 +303,6 @@ class ModernBertEncoder(nn.Module):
 
     def __init__(self, config, vllm_config: Any = None, prefix: str = "") -> None:
         super().__init__()
-        compat.refuse_quantization(vllm_config, "ModernBERT")
         self.config = config
         self.embeddings = Embeddings(config)
         types = layer_types(config)
@@ -316,8 +324,9 @@ class ModernBertEncoder(nn.Module):
                 "rows" if self.rows_max_seqlen else "vllm" if self.vllm_attention else "eager"
             )
             compat.add_compile_key(vllm_config, modernbert_attention=attention)
+        quant_config = compat.quant_config(vllm_config)
         self.layers = nn.ModuleList(
-            Layer(config, i, types[i], f"{prefix}.layers.{i}", self.vllm_attention)
+            Layer(config, i, types[i], f"{prefix}.layers.{i}", self.vllm_attention, quant_config)
             for i in range(config.num_hidden_layers)
         )
         # Each layer type's half window (None: global), for the in-graph attention's bounds.

@@ -156,14 +156,17 @@ class RowsBias:
 
 
 class Attention(nn.Module):
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
         self.head_dim = config.d_kv  # T5: inner_dim = heads * d_kv need not be d_model
         inner = config.num_heads * config.d_kv
         self.qkv = QKVParallelLinear(
-            config.d_model, self.head_dim, config.num_heads, bias=False, prefix=f"{prefix}.qkv"
+            config.d_model, self.head_dim, config.num_heads, bias=False,
+            quant_config=quant_config, prefix=f"{prefix}.qkv",
+        )  # fmt: skip
+        self.o = RowParallelLinear(
+            inner, config.d_model, bias=False, quant_config=quant_config, prefix=f"{prefix}.o"
         )
-        self.o = RowParallelLinear(inner, config.d_model, bias=False, prefix=f"{prefix}.o")
 
     def forward(
         self, hidden_states: torch.Tensor, positions: torch.Tensor, bias: tuple | RowsBias
@@ -184,17 +187,18 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
         self.gated, act = feed_forward_kind(config)
         d_model, d_ff = config.d_model, config.d_ff
+        quant = {"bias": False, "quant_config": quant_config}
         if self.gated:  # wi_0 (activated) and wi_1 as the two halves of one projection
             self.wi = MergedColumnParallelLinear(
-                d_model, [d_ff, d_ff], bias=False, prefix=f"{prefix}.wi"
+                d_model, [d_ff, d_ff], **quant, prefix=f"{prefix}.wi"
             )
         else:
-            self.wi = ColumnParallelLinear(d_model, d_ff, bias=False, prefix=f"{prefix}.wi")
-        self.wo = RowParallelLinear(d_ff, d_model, bias=False, prefix=f"{prefix}.wo")
+            self.wi = ColumnParallelLinear(d_model, d_ff, **quant, prefix=f"{prefix}.wi")
+        self.wo = RowParallelLinear(d_ff, d_model, **quant, prefix=f"{prefix}.wo")
         self.act = _ACTIVATIONS[act]
         self.gelu_approximation = _GELU_APPROXIMATION.get(act) if self.gated else None
 
@@ -211,13 +215,13 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, config, prefix: str = "") -> None:
+    def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
         eps = config.layer_norm_epsilon
         self.attn_norm = RMSNorm(config.d_model, eps)
-        self.attn = Attention(config, prefix=f"{prefix}.attn")
+        self.attn = Attention(config, f"{prefix}.attn", quant_config)
         self.ff_norm = RMSNorm(config.d_model, eps)
-        self.ff = FeedForward(config, prefix=f"{prefix}.ff")
+        self.ff = FeedForward(config, f"{prefix}.ff", quant_config)
 
 
 # Hugging Face encoder names (after the prefix) -> (our parameter, shard id)
@@ -264,7 +268,6 @@ class MT5Encoder(nn.Module):
 
     def __init__(self, config, vllm_config=None, prefix: str = "") -> None:
         super().__init__()
-        compat.refuse_quantization(vllm_config, "mT5")
         self.config = config
         self.num_buckets = config.relative_attention_num_buckets
         self.max_distance = getattr(config, "relative_attention_max_distance", 128)
@@ -287,7 +290,8 @@ class MT5Encoder(nn.Module):
         # here, each tensor-parallel rank reads its own heads' columns.
         self.relative_attention_bias = nn.Embedding(self.num_buckets, config.num_heads)
         self.blocks = nn.ModuleList(
-            Block(config, prefix=f"{prefix}.blocks.{i}") for i in range(config.num_layers)
+            Block(config, f"{prefix}.blocks.{i}", compat.quant_config(vllm_config))
+            for i in range(config.num_layers)
         )
         self.final_norm = RMSNorm(config.d_model, config.layer_norm_epsilon)
         tp_size = get_tensor_model_parallel_world_size()
