@@ -86,6 +86,19 @@ def session_dtype() -> str:
     return os.environ.get(DTYPE_ENV) or "float32"
 
 
+def session_quantization() -> str | None:
+    """The ``--quantization`` (``-q``) that every server of this test session gets through
+    ``VLLM_FACTORY_TEST_SERVER_ARGS`` (the GPU check's ``--server-arg``), or None."""
+    args = shlex.split(os.environ.get(ARGS_ENV, ""))
+    method = None
+    for i, arg in enumerate(args):
+        if arg in ("--quantization", "-q") and i + 1 < len(args):
+            method = args[i + 1]
+        elif arg.startswith("--quantization="):
+            method = arg.split("=", 1)[1]
+    return method or None
+
+
 def session_eager() -> bool:
     """Whether servers of this test session pass ``--enforce-eager`` unless told otherwise."""
     return os.environ.get(EAGER_ENV, "1").strip().lower() not in ("0", "false", "no", "off")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from vllm_factory.testing.gliner.parity import _library_run, _limits, scores_of
-from vllm_factory.testing.parity import BF16_FACTOR
+from vllm_factory.testing.parity import library_factor
 from vllm_factory.testing.report import record
 
 __all__ = [
@@ -124,7 +124,7 @@ def test_relex_matches_gliner_predict_relations(
 ):
     limits = _limits(server, _library_run(server, reference_dir, reference_scores))
     if server.dtype != "float32":  # relation scores: gliner's own bf16 drift of them too
-        drift = BF16_FACTOR * library_relation_drift(reference_dir, relex_cases["cases"])
+        drift = library_factor() * library_relation_drift(reference_dir, relex_cases["cases"])
         limits = dataclasses.replace(
             limits, score=max(limits.score, drift), margin=max(limits.margin, drift)
         )

@@ -26,7 +26,7 @@ from vllm_factory.testing.gliner.parity import (
     only_near_threshold,
     scores_of,
 )
-from vllm_factory.testing.parity import BF16_FACTOR, Tolerance
+from vllm_factory.testing.parity import Tolerance, library_factor
 from vllm_factory.testing.report import record
 
 __all__ = [
@@ -174,7 +174,7 @@ def test_token_entities_match_gliner(
         assert counts["tie"] <= 0.05 * (compared + counts["tie"])
     else:
         own = _own_flips(library, reference_scores, corpus)
-        assert counts["skipped"] <= max(0.1 * total, BF16_FACTOR * own), (counts, own)
+        assert counts["skipped"] <= max(0.1 * total, library_factor() * own), (counts, own)
 
 
 def _own_flips(library: dict, reference_scores, corpus) -> int:

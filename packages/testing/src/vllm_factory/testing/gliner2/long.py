@@ -10,7 +10,7 @@ with confidences and offsets, and some without. The library's results come from
 ``scripts/gliner2_long.py`` (``extract_long`` for the long texts, ``extract`` for the one that
 fits); the served results must equal them, confidences within the fp32 tolerance. Below fp32,
 a case's result may differ only as often as the library's own bf16 run differs from its fp32
-results (x ``BF16_FACTOR``, + 1), as in the parity suite, confidences within the dtype's
+results (x ``library_factor()``, + 1), as in the parity suite, confidences within the dtype's
 tolerance.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from vllm_factory.testing.gliner2.parity import same_result
 from vllm_factory.testing.gliner2.references import KIT_INPUTS, gliner2_env
-from vllm_factory.testing.parity import BF16_FACTOR, tolerance
+from vllm_factory.testing.parity import library_factor, tolerance
 from vllm_factory.testing.refenv import SCRIPTS, cached_artifact
 
 __all__ = [
@@ -119,12 +119,12 @@ def long_served(extract) -> dict:
 
 def _allowed_differences(long_reference: dict, dtype: str) -> int:
     """How many cases may differ from gliner2's fp32 results in ``dtype``: none in fp32; below,
-    as many as its own bf16 run changed (x ``BF16_FACTOR``, + 1)."""
+    as many as its own bf16 run changed (x ``library_factor()``, + 1)."""
     if dtype == "float32":
         return 0
     fp32, bf16 = long_reference["float32"], long_reference["bfloat16"]
     changed = sum(bf16[case["id"]]["result"] != fp32[case["id"]]["result"] for case in long_cases())
-    return int(BF16_FACTOR * changed) + 1
+    return int(library_factor() * changed) + 1
 
 
 def _differing(pairs: list[tuple[str, object, object]], limit: float) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from vllm_factory.testing.parity import BF16_FACTOR, LibraryError, tolerance
+from vllm_factory.testing.parity import LibraryError, library_factor, tolerance
 from vllm_factory.testing.report import record
 
 __all__ = [
@@ -155,7 +155,7 @@ def test_scores_match_library(
             kind["values"] += int(want.size)
             kind["max_abs_diff"] = max(kind["max_abs_diff"], diff)
     if library is not None:
-        assert count_flips <= BF16_FACTOR * library["count_flips"] + 1, (count_flips, library)
+        assert count_flips <= library_factor() * library["count_flips"] + 1, (count_flips, library)
     record(server.label, "parity", f"scores-{server.dtype}", {
         "cases": len(cases), "values": compared, "max_abs_diff": worst, "limit": limits.score,
         "within_1e-3_of_threshold": near, "count_flips": count_flips, "library_bf16": library,
@@ -189,7 +189,7 @@ def test_results_match_library(
     served, cases, reference_results, reference_scores, server, reference_dir: Path
 ):
     """fp32: every case's result is the library's. Below fp32, a case may differ only as
-    often as the library's own run in that dtype differs from its fp32 results (x BF16_FACTOR,
+    often as the library's own run in that dtype differs from its fp32 results (x library_factor(),
     + 1), and the differing cases are recorded."""
     limits, library = _limits(server, reference_dir, reference_results, reference_scores)
     counts = {"entities": 0, "records": 0, "relations": 0, "classes": 0}
@@ -215,7 +215,7 @@ def test_results_match_library(
             else:
                 counts["classes"] += 1
     if library is not None:
-        allowed = BF16_FACTOR * library["result_flips"] + 1
+        allowed = library_factor() * library["result_flips"] + 1
         assert len(differing) <= allowed, (len(differing), library, differing[:5])
     record(server.label, "parity", f"results-{server.dtype}", {
         "cases": len(cases), **counts, "differing_cases": differing, "library_bf16": library,
