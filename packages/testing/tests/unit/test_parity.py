@@ -22,22 +22,20 @@ def test_a_quantizing_session_is_held_to_the_quantized_bounds(monkeypatch):
     """``--quantization`` among the session's server args (the GPU check's ``--server-arg``):
     ColBERT vectors at the fixed cosine floor, scores and changed decisions within twice the
     library's own bf16 error; without it, bf16's bounds as before."""
-    from vllm_factory.testing.parity import (
-        BF16_FACTOR, QUANTIZED, QUANTIZED_FACTOR, LibraryError, library_factor, tolerance,
-    )  # fmt: skip
+    from vllm_factory.testing import parity
     from vllm_factory.testing.server import ARGS_ENV, session_quantization
 
-    library = LibraryError(min_cosine=0.9999, max_abs_diff=0.1)
+    library = parity.LibraryError(min_cosine=0.9999, max_abs_diff=0.1)
     monkeypatch.setenv(ARGS_ENV, "--gpu-memory-utilization=0.05")
     assert session_quantization() is None
-    assert library_factor() == BF16_FACTOR
-    bf16 = tolerance("bfloat16", library)
-    assert bf16.min_cosine == 0.999 and bf16.score == BF16_FACTOR * 0.1
+    assert parity.library_factor() == parity.BF16_FACTOR
+    bf16 = parity.tolerance("bfloat16", library)
+    assert bf16.min_cosine == 0.999 and bf16.score == parity.BF16_FACTOR * 0.1
     for args in ("--quantization=fp8", "--quantization fp8", "-q fp8"):
         monkeypatch.setenv(ARGS_ENV, f"--enforce-eager {args}")
         assert session_quantization() == "fp8"
-        assert library_factor() == QUANTIZED_FACTOR
-        quantized = tolerance("bfloat16", library)
-        assert quantized.min_cosine == QUANTIZED.min_cosine == 0.995
-        assert quantized.score == QUANTIZED_FACTOR * 0.1
-        assert tolerance("bfloat16", library, quantization="") == bf16  # told: not quantized
+        assert parity.library_factor() == parity.QUANTIZED_FACTOR
+        quantized = parity.tolerance("bfloat16", library)
+        assert quantized.min_cosine == parity.QUANTIZED.min_cosine == 0.995
+        assert quantized.score == parity.QUANTIZED_FACTOR * 0.1
+        assert parity.tolerance("bfloat16", library, quantization="") == bf16  # told: not quantized
