@@ -88,3 +88,26 @@ def test_quantization_is_refused_in_one_line_naming_the_encoder():
     config.quant_config = Fp8Config(is_checkpoint_fp8_serialized=True)
     with pytest.raises(ValueError, match=r"the Probe encoder does not apply quantization \(fp8\)"):
         compat.refuse_quantization(config, "Probe")
+
+
+def test_a_checkpoint_saved_quantized_is_refused_in_one_line():
+    """Online quantization reaches the encoders' layers; a checkpoint saved quantized carries
+    scales that the encoders' weight loaders do not map, so it is refused at start-up."""
+    from types import SimpleNamespace
+
+    import pytest
+    from vllm.model_executor.layers.quantization.fp8 import Fp8Config
+
+    quant = Fp8Config(is_checkpoint_fp8_serialized=True)
+    online = SimpleNamespace(
+        quant_config=quant, model_config=SimpleNamespace(hf_config=SimpleNamespace())
+    )
+    assert compat.quant_config(online) is quant
+    saved = SimpleNamespace(
+        quant_config=quant,
+        model_config=SimpleNamespace(
+            hf_config=SimpleNamespace(quantization_config={"quant_method": "fp8"})
+        ),
+    )
+    with pytest.raises(ValueError, match="checkpoints saved quantized are not supported"):
+        compat.quant_config(saved)

@@ -138,10 +138,18 @@ def split_graph_at(vllm_config: Any, op_name: str) -> None:
 
 
 def quant_config(vllm_config: Any) -> Any:
-    """The engine's quantization config (``--quantization``, or the checkpoint's) for an
-    encoder's vLLM linear layers (their ``quant_config``); None without one or outside an
-    engine. vLLM quantizes those layers' weights as it loads them."""
-    return getattr(vllm_config, "quant_config", None)
+    """The engine's quantization config (``--quantization``) for an encoder's vLLM linear
+    layers (their ``quant_config``); None without one or outside an engine. vLLM quantizes
+    those layers' weights as it loads them. A checkpoint saved quantized is refused in one
+    line: our weight loaders map weights, not the scales such a checkpoint carries."""
+    quant = getattr(vllm_config, "quant_config", None)
+    hf_config = getattr(getattr(vllm_config, "model_config", None), "hf_config", None)
+    if quant is not None and getattr(hf_config, "quantization_config", None) is not None:
+        raise ValueError(
+            "vllm-factory: checkpoints saved quantized are not supported yet; serve the "
+            "unquantized checkpoint with --quantization"
+        )
+    return quant
 
 
 def refuse_quantization(vllm_config: Any, encoder: str) -> None:

@@ -68,36 +68,40 @@ def library_factor(quantization: str | None = None) -> float:
     show (scores, vectors, changed decisions): :data:`QUANTIZED_FACTOR` for a server that
     quantizes its weights (``quantization``, by default this session's), else
     :data:`BF16_FACTOR`."""
-    quantized = quantization if quantization is not None else session_quantization()
-    return QUANTIZED_FACTOR if quantized else BF16_FACTOR
+    return QUANTIZED_FACTOR if _quantized(quantization) else BF16_FACTOR
+
+
+def _quantized(quantization: str | None) -> bool:
+    """``quantization`` as given (``""``: none), else this session's."""
+    return bool(quantization if quantization is not None else session_quantization())
 
 
 def tolerance(
     dtype: str, library: LibraryError | None = None, quantization: str | None = None
 ) -> Tolerance:
-    """The tolerance for a server started with ``--dtype dtype`` (and ``--quantization``:
-    ``quantization``, by default this session's); below fp32, widened to
-    :func:`library_factor` times the ``library``'s own error in that dtype where that is
-    larger."""
+    """The tolerance for a server started with ``--dtype dtype`` (and below fp32, the only
+    dtypes vLLM quantizes for, ``--quantization``: ``quantization``, by default this
+    session's); below fp32, widened to :func:`library_factor` times the ``library``'s own
+    error in that dtype where that is larger."""
     try:
         base = TOLERANCES[dtype]
     except KeyError:
         raise ValueError(f"no parity tolerance for dtype {dtype!r}: {sorted(TOLERANCES)}") from None
-    quantization = quantization if quantization is not None else session_quantization()
-    if dtype == "float32" and not quantization:
+    if dtype == "float32":
         return base
-    if quantization:
+    quantized = _quantized(quantization)
+    if quantized:
         base = QUANTIZED
     if library is None:
         return base
-    factor = library_factor(quantization)
+    factor = QUANTIZED_FACTOR if quantized else BF16_FACTOR
     min_cosine, score, vector_abs, maxsim = (
         base.min_cosine,
         base.score,
         base.vector_abs,
         base.maxsim,
     )
-    if library.min_cosine is not None and not quantization:  # quantized: the fixed floor
+    if library.min_cosine is not None:
         min_cosine = min(min_cosine, 1 - factor * (1 - library.min_cosine))
     if library.max_abs_diff is not None:  # in the unit of whatever output the caller measured
         score = max(score, factor * library.max_abs_diff)

@@ -5,7 +5,7 @@ the CPU; see ``vllm_factory.testing.parity``): the largest score difference, the
 around a threshold inside which a score may land on either side, and the gap under which two
 overlapping candidate spans may be ranked either way. Below fp32 these follow gliner's own run
 in that dtype (``ref-scores-bf16.npz``), and the served scores may flip a thresholded decision
-in at most ``library_factor()`` (1.5 in bf16) times as many texts as gliner's own bf16 run does.
+in at most ``library_factor()`` times as many texts as gliner's own bf16 run does.
 """
 
 from __future__ import annotations

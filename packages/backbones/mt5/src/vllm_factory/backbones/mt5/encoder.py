@@ -191,14 +191,14 @@ class FeedForward(nn.Module):
         super().__init__()
         self.gated, act = feed_forward_kind(config)
         d_model, d_ff = config.d_model, config.d_ff
-        quant = {"bias": False, "quant_config": quant_config}
+        linear = {"bias": False, "quant_config": quant_config}
         if self.gated:  # wi_0 (activated) and wi_1 as the two halves of one projection
             self.wi = MergedColumnParallelLinear(
-                d_model, [d_ff, d_ff], **quant, prefix=f"{prefix}.wi"
+                d_model, [d_ff, d_ff], **linear, prefix=f"{prefix}.wi"
             )
         else:
-            self.wi = ColumnParallelLinear(d_model, d_ff, **quant, prefix=f"{prefix}.wi")
-        self.wo = RowParallelLinear(d_ff, d_model, **quant, prefix=f"{prefix}.wo")
+            self.wi = ColumnParallelLinear(d_model, d_ff, **linear, prefix=f"{prefix}.wi")
+        self.wo = RowParallelLinear(d_ff, d_model, **linear, prefix=f"{prefix}.wo")
         self.act = _ACTIVATIONS[act]
         self.gelu_approximation = _GELU_APPROXIMATION.get(act) if self.gated else None
 
