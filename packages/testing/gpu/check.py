@@ -421,9 +421,12 @@ def summarise(result: Result) -> str:
         same = sum(v.get("identical", 0) for v in lists)
         ties = sum(v.get("near_ties", 0) for v in lists)
         flipped = sum(v.get("skipped_flipped", 0) for v in lists)
-        parts.append(f"entity lists identical {same}/{same + ties + flipped}")
+        differing = sum(v.get("differing", 0) for v in lists)
+        parts.append(f"entity lists identical {same}/{same + ties + flipped + differing}")
         if ties or flipped:
             parts.append(f"{ties} near-ties, {flipped} threshold flips")
+        if differing:
+            parts.append(f"{differing} differing unexplained")
         own_flips = [
             v["library_bf16_flips"] for v in lists if v.get("library_bf16_flips") is not None
         ]

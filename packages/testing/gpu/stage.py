@@ -6,7 +6,9 @@ Puts under ``<repo>/.gpu/`` (ignored by git), for ``packages/testing/gpu/check.p
   dependencies of those wheels that the GPU image and the vLLM wheelhouse lack
   (``HOST_EXTRAS``, CPython 3.12 manylinux wheels);
 - ``artifacts/``: each model package's reference folder (the tiny checkpoint and the
-  reference library's fp32 CPU outputs), built here in the reference venvs if missing;
+  reference library's fp32 CPU outputs), built here in the reference venvs if missing, and
+  ``artifacts-parts/part1..N``: the same folders, hard-linked, grouped into parts small enough
+  to travel one at a time (copy each part's folders into ``$HOME/artifacts`` on the host);
 - ``serve/part1..N`` (with ``--gliner-serve``): gliner, Ray Serve and flashdeberta for the
   host's reference interpreter (the GLiNER benches' in-process baseline and ``gliner.serve``);
 - ``bench-refs/part1..N`` (with ``--bench-references``): gliner and PyLate for the bench
@@ -117,6 +119,35 @@ def copy_references(folders: list[Path], dest: Path) -> None:
     for folder in folders:
         shutil.copytree(folder, dest / folder.name, ignore=shutil.ignore_patterns("served"))
     logger.info("references: %s", ", ".join(f.name for f in folders))
+
+
+def group_folders(source: Path, dest: Path, part_mib: int) -> list[Path]:
+    """The folders of ``source``, hard-linked into ``dest/part1..N`` of at most ``part_mib``
+    MiB each (largest first, each into the first part it fits; a folder larger than that
+    travels alone)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    limit = part_mib * 1024 * 1024
+
+    def size(folder: Path) -> int:
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+    parts: list[tuple[int, list[Path]]] = []
+    for folder, bytes_ in sorted(
+        ((f, size(f)) for f in source.iterdir() if f.is_dir()), key=lambda item: -item[1]
+    ):
+        fit = next((i for i, (used, _) in enumerate(parts) if used + bytes_ <= limit), None)
+        if fit is None:
+            parts.append((bytes_, [folder]))
+        else:
+            parts[fit] = (parts[fit][0] + bytes_, [*parts[fit][1], folder])
+    folders = []
+    for n, (_, members) in enumerate(parts, 1):
+        part = dest / f"part{n}"
+        for folder in members:
+            shutil.copytree(folder, part / folder.name, copy_function=os.link)
+        folders.append(part)
+    return folders
 
 
 def repack(wheelhouse: Path, part_mib: int) -> list[Path]:
@@ -319,6 +350,8 @@ def main() -> int:
     build_wheels(STAGE / "dist")
     if not args.no_references:
         copy_references(reference_folders(args.python), STAGE / "artifacts")
+        parts = group_folders(STAGE / "artifacts", STAGE / "artifacts-parts", args.part_mib)
+        logger.info("references: %d parts of at most %d MiB", len(parts), args.part_mib)
     if args.wheelhouse:
         if (STAGE / "wheelhouse").exists():
             shutil.rmtree(STAGE / "wheelhouse")

@@ -93,15 +93,15 @@ def test_score_tensors_match_gliner(
     served_scores, reference_scores, corpus, server, reference_dir: Path
 ):
     library = _library_run(server, reference_dir, reference_scores)
-    limits, worst, spread = _limits(server, library), 0.0, []
+    limits, worst, worst_case, spread = _limits(server, library), 0.0, None, []
     for name in corpus["label_sets"]:
         for i, text in enumerate(corpus["texts"]):
             ref = reference_scores[f"scores_{name}_{i}"]
             got = served_scores[name][i]
             assert got.shape == ref.shape, (name, i, text[:40], got.shape, ref.shape)
             diff = float(np.abs(got - ref).max())
-            worst = max(worst, diff)
-            assert diff <= limits.score, (name, i, text[:40], diff)
+            if diff > worst:
+                worst, worst_case = diff, (name, i, text[:40])
             n = int(reference_scores[f"words_{name}_{i}"])
             spread.append(ref[_valid(ref, n)].ravel())
     values = np.concatenate(spread)
@@ -119,6 +119,8 @@ def test_score_tensors_match_gliner(
         + f"reference quantiles 1/10/50/90/99%: {np.round(quantiles, 3).tolist()}; "
         f"fraction above threshold: {fractions}"
     )
+    # Asserted once recorded, so that a run past the bound still reports its figures.
+    assert worst <= limits.score, (worst_case, worst, limits.score)
     for threshold, fraction in fractions.items():
         assert 0.02 < fraction < 0.98, f"threshold {threshold} keeps {fraction:.1%}"
 
@@ -191,6 +193,7 @@ def test_entities_match_gliner(
     limits = _limits(server, library)
     reference = json.loads((reference_dir / "ref-entities.json").read_text(encoding="utf-8"))
     compared = near = skipped = entities = ties = own_flips = 0
+    differing, worst = [], 0.0  # lists that differ unexplained; largest entity score difference
     for name, labels in corpus["label_sets"].items():
         for threshold in corpus["thresholds"]:
             data = {"text": corpus["texts"], "labels": labels, "threshold": threshold,
@@ -209,15 +212,18 @@ def test_entities_match_gliner(
                 if differs and _near_tie(scores, n_words, threshold, limits):
                     ties += 1
                     continue
-                assert _key(served[i]) == _key(expected[i]), (name, threshold, i, text[:40])
+                if differs:
+                    differing.append((name, threshold, i, text[:40]))
+                    continue
                 for got, ref in zip(served[i], expected[i]):
-                    assert abs(got["score"] - ref["score"]) <= limits.score
+                    worst = max(worst, abs(got["score"] - ref["score"]))
                     assert got["text"] == text[got["start"] : got["end"]]
                 compared += 1
                 entities += len(expected[i])
     record(server.label.removesuffix("_io"), "parity", f"entities/{mode}", {
         "dtype": server.dtype, "identical": compared, "entities": entities,
         "near_threshold_same_side": near, "skipped_flipped": skipped, "near_ties": ties,
+        "differing": len(differing), "max_entity_score_diff": worst,
         "margin": limits.margin, "tie": limits.tie,
         "library_bf16_flips": own_flips if library else None,
     })  # fmt: skip
@@ -228,6 +234,9 @@ def test_entities_match_gliner(
         f"{limits.tie} of each other"
         + (f"; gliner's own {server.dtype} run flips a decision in {own_flips}" if library else "")
     )
+    # Asserted once recorded, so that a run past a bound still reports its figures.
+    assert not differing, (len(differing), differing[:5])
+    assert worst <= limits.score, (worst, limits.score)
     total = compared + skipped + ties
     if library is None:
         assert compared >= 0.9 * total
