@@ -122,7 +122,7 @@ def test_scores_match_library(
     served, cases, reference_results, reference_scores, server, reference_dir: Path
 ):
     limits, library = _limits(server, reference_dir, reference_results, reference_scores)
-    worst, compared, near, count_flips = 0.0, 0, 0, 0
+    worst, worst_where, compared, near, count_flips = 0.0, "", 0, 0, 0
     per_kind: dict[str, dict[str, float]] = {}
     for case in cases:
         ref = reference_results[case["id"]]
@@ -147,15 +147,14 @@ def test_scores_match_library(
                 have = np.asarray(mine["scores"], dtype=np.float32)
             assert have.shape == want.shape, (where, have.shape, want.shape)
             diff = float(np.abs(have - want).max()) if want.size else 0.0
-            assert diff <= limits.score, (where, diff, limits.score)
-            worst, compared = max(worst, diff), compared + want.size
+            if diff > worst:
+                worst, worst_where = diff, where
+            compared += want.size
             near += int((np.abs(want - threshold) < NEAR).sum())
             kind = per_kind.setdefault(task["kind"], {"tasks": 0, "values": 0, "max_abs_diff": 0.0})
             kind["tasks"] += 1
             kind["values"] += int(want.size)
             kind["max_abs_diff"] = max(kind["max_abs_diff"], diff)
-    if library is not None:
-        assert count_flips <= library_factor() * library["count_flips"] + 1, (count_flips, library)
     record(server.label, "parity", f"scores-{server.dtype}", {
         "cases": len(cases), "values": compared, "max_abs_diff": worst, "limit": limits.score,
         "within_1e-3_of_threshold": near, "count_flips": count_flips, "library_bf16": library,
@@ -166,6 +165,10 @@ def test_scores_match_library(
     for name, figures in per_kind.items():
         print(f"  {name}: {figures['tasks']} tasks, {figures['values']} scores, "
               f"max |diff| {figures['max_abs_diff']:.2e}")  # fmt: skip
+    # Asserted once recorded, so that a run past a bound still reports its figures.
+    assert worst <= limits.score, (worst_where, worst, limits.score)
+    if library is not None:
+        assert count_flips <= library_factor() * library["count_flips"] + 1, (count_flips, library)
 
 
 def same_result(got: Any, want: Any, limit: float, where: str) -> None:
@@ -214,10 +217,10 @@ def test_results_match_library(
                 counts["records"] += len(value)
             else:
                 counts["classes"] += 1
-    if library is not None:
-        allowed = library_factor() * library["result_flips"] + 1
-        assert len(differing) <= allowed, (len(differing), library, differing[:5])
     record(server.label, "parity", f"results-{server.dtype}", {
         "cases": len(cases), **counts, "differing_cases": differing, "library_bf16": library,
     })  # fmt: skip
     print(f"\n{len(cases)} cases, {len(cases) - len(differing)} identical: {counts}")
+    if library is not None:  # asserted once recorded
+        allowed = library_factor() * library["result_flips"] + 1
+        assert len(differing) <= allowed, (len(differing), library, differing[:5])
