@@ -132,22 +132,27 @@ def group_folders(source: Path, dest: Path, part_mib: int) -> list[Path]:
     def size(folder: Path) -> int:
         return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
-    parts: list[tuple[int, list[Path]]] = []
-    for folder, bytes_ in sorted(
-        ((f, size(f)) for f in source.iterdir() if f.is_dir()), key=lambda item: -item[1]
-    ):
-        fit = next((i for i, (used, _) in enumerate(parts) if used + bytes_ <= limit), None)
-        if fit is None:
-            parts.append((bytes_, [folder]))
-        else:
-            parts[fit] = (parts[fit][0] + bytes_, [*parts[fit][1], folder])
     folders = []
-    for n, (_, members) in enumerate(parts, 1):
+    groups = _groups({f: size(f) for f in source.iterdir() if f.is_dir()}, limit)
+    for n, members in enumerate(groups, 1):
         part = dest / f"part{n}"
         for folder in members:
             shutil.copytree(folder, part / folder.name, copy_function=os.link)
         folders.append(part)
     return folders
+
+
+def _groups(sizes: dict[Path, int], limit: int) -> list[list[Path]]:
+    """``sizes``' paths in groups of at most ``limit`` bytes: largest first, each into the first
+    group it fits (one larger than ``limit`` alone)."""
+    groups: list[tuple[int, list[Path]]] = []
+    for path, size in sorted(sizes.items(), key=lambda item: -item[1]):
+        fit = next((i for i, (used, _) in enumerate(groups) if used + size <= limit), None)
+        if fit is None:
+            groups.append((size, [path]))
+        else:
+            groups[fit] = (groups[fit][0] + size, [*groups[fit][1], path])
+    return [members for _, members in groups]
 
 
 def repack(wheelhouse: Path, part_mib: int) -> list[Path]:
@@ -192,16 +197,8 @@ def pack_parts(loose: Path, dest: Path, part_mib: int) -> list[Path]:
             for i in range(0, len(data), chunk):
                 (loose / f"{wheel.name}.part-{i // chunk:02d}").write_bytes(data[i : i + chunk])
             wheel.unlink()
-    parts: list[list[Path]] = [[]]
-    size = 0
-    for f in sorted(loose.iterdir(), key=lambda f: -f.stat().st_size):
-        if parts[-1] and size + f.stat().st_size > limit:
-            parts.append([])
-            size = 0
-        parts[-1].append(f)
-        size += f.stat().st_size
     folders = []
-    for n, members in enumerate(parts, 1):
+    for n, members in enumerate(_groups({f: f.stat().st_size for f in loose.iterdir()}, limit), 1):
         folder = dest / f"part{n}"
         folder.mkdir()
         for f in members:
