@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 from transformers import MT5Config, MT5EncoderModel, T5Config, T5EncoderModel
 from transformers.models.t5.modeling_t5 import T5Attention
 from vllm_factory.backbones.mt5 import MT5Encoder, relative_position_bucket
+from vllm_factory.testing.vllm_context import finish_loading
 
 # Names behind a wrapper's prefix (here GLiNER's), passed to ``load_weights``.
 WRAPPED = "token_rep_layer.bert_layer.model."
@@ -50,24 +51,18 @@ def tiny_checkpoint(tmp_path, mt5: bool, d_kv: int):
     return config, model, load_file(tmp_path / "model.safetensors")
 
 
-def build_encoder(vllm_context, config, weights, prefixes, dtype=torch.float32, vllm_config=None):
-    """Construct, load and post-process as vLLM's loader does (CPU gemm setup included)."""
-
-    def make():
-        default = torch.get_default_dtype()
-        torch.set_default_dtype(dtype)  # vLLM builds parameters in the model dtype
-        try:
-            encoder = MT5Encoder(config, vllm_config=vllm_config, prefix="model").eval()
-        finally:
-            torch.set_default_dtype(default)
-        loaded = encoder.load_weights(weights, prefixes=prefixes)
-        for module in encoder.modules():
-            method = getattr(module, "quant_method", None)
-            if method is not None:
-                method.process_weights_after_loading(module)
-        return encoder, loaded
-
-    return vllm_context(make)
+def build_encoder(config, weights, prefixes, dtype=torch.float32, vllm_config=None):
+    """Construct, load and post-process as vLLM's loader does (CPU gemm setup included);
+    under the ``vllm_context`` fixture."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # vLLM builds parameters in the model dtype
+    try:
+        encoder = MT5Encoder(config, vllm_config=vllm_config, prefix="model").eval()
+    finally:
+        torch.set_default_dtype(default)
+    loaded = encoder.load_weights(weights, prefixes=prefixes)
+    finish_loading(encoder)
+    return encoder, loaded
 
 
 def hf_outputs(model, ids: torch.Tensor) -> torch.Tensor:
@@ -96,7 +91,7 @@ def test_encoder_matches_hugging_face(vllm_context, tmp_path, mt5, d_kv, min_fil
         ("token_rep_layer.labels_encoder.model.shared.weight", torch.zeros(3, 3)),
         ("span_rep_layer.out_project.weight", torch.zeros(3, 3)),
     ]
-    encoder, loaded = build_encoder(vllm_context, config, weights, (prefix,))
+    encoder, loaded = build_encoder(config, weights, (prefix,))
     encoder.min_fill = min_fill
     assert loaded == {name for name, _ in encoder.named_parameters()}
 
@@ -112,7 +107,7 @@ def test_bf16_runs_close_to_fp32(vllm_context, tmp_path):
     ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
     positions = torch.cat([torch.arange(n) for n in LENGTHS])
     expected = hf_outputs(model, ids)
-    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",), torch.bfloat16)
+    encoder, _ = build_encoder(config, state.items(), ("",), torch.bfloat16)
     with torch.no_grad():
         out = encoder(ids, positions).float()
     cosine = torch.nn.functional.cosine_similarity(out, expected, dim=-1)
@@ -129,7 +124,7 @@ def test_attention_splits_the_compiled_graph(vllm_context, tmp_path):
     config, _, _ = tiny_checkpoint(tmp_path, True, 32)
     vllm_config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
     vllm_config.compilation_config.splitting_ops = ["vllm::unified_attention"]
-    vllm_context(lambda: MT5Encoder(config, vllm_config=vllm_config))
+    MT5Encoder(config, vllm_config=vllm_config)
     assert vllm_config.compilation_config.splitting_ops == ["vllm::unified_attention", ATTENTION_OP]
     schema = torch.ops.vllm_factory.t5_attention.default._schema
     assert not schema.returns
@@ -143,10 +138,8 @@ def test_linear_layers_take_the_engines_quantization(vllm_context, tmp_path, mt5
     from vllm_factory.testing.vllm_context import linears_asking_quantization
 
     config, _, _ = tiny_checkpoint(tmp_path, mt5, 32)
-    asked, linears = vllm_context(
-        lambda: linears_asking_quantization(
-            lambda engine: MT5Encoder(config, vllm_config=engine, prefix="model")
-        )
+    asked, linears = linears_asking_quantization(
+        lambda engine: MT5Encoder(config, vllm_config=engine, prefix="model")
     )
     assert asked == linears
     assert len(linears) == config.num_layers * 4  # qkv, o, wi, wo
@@ -159,7 +152,7 @@ def test_cuda_graph_padding_leaves_real_sequences_alone(vllm_context, tmp_path, 
     out as without either, and nothing is left uninitialised, on both attention paths."""
     config, _, state = tiny_checkpoint(tmp_path, True, 32)
     vllm_config = request.getfixturevalue("in_graph") if path == "in_graph" else None
-    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",), vllm_config=vllm_config)
+    encoder, _ = build_encoder(config, state.items(), ("",), vllm_config=vllm_config)
     encoder.min_fill = 0.3
     ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
     positions = torch.cat([torch.arange(n) for n in LENGTHS])
@@ -196,7 +189,7 @@ def test_in_graph_attention_matches_hugging_face(vllm_context, tmp_path, in_grap
     ids = torch.randint(0, config.vocab_size, (sum(LENGTHS),))
     positions = torch.cat([torch.arange(n) for n in LENGTHS])
     expected = hf_outputs(model, ids)
-    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",), vllm_config=in_graph)
+    encoder, _ = build_encoder(config, state.items(), ("",), vllm_config=in_graph)
     assert encoder.rows_max_seqlen == 128
     assert encoder.bias_index.numel() == 2 * 16 + 1
     with torch.no_grad():
@@ -217,7 +210,7 @@ def test_in_graph_attention_keeps_the_graph_whole(vllm_context, tmp_path, monkey
         vllm_config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
         vllm_config.compilation_config.splitting_ops = []
         vllm_config.model_config = SimpleNamespace(max_model_len=64)
-        vllm_context(lambda cfg=vllm_config: MT5Encoder(config, vllm_config=cfg))
+        MT5Encoder(config, vllm_config=vllm_config)
         vllm_config.model_config = None
         split = vllm_config.compilation_config.splitting_ops
         assert split == ([] if opted_in else [encoder_module.ATTENTION_OP])
@@ -234,7 +227,7 @@ def test_in_graph_forward_traces_as_one_graph(vllm_context, tmp_path, in_graph):
     layer's attention op) without a graph break, with dynamic token counts, as vLLM compiles
     it; the traced function gives the eager outputs."""
     config, _, state = tiny_checkpoint(tmp_path, True, 32)
-    encoder, _ = build_encoder(vllm_context, config, state.items(), ("",), vllm_config=in_graph)
+    encoder, _ = build_encoder(config, state.items(), ("",), vllm_config=in_graph)
     traced = torch.compile(
         lambda ids, positions: MT5Encoder.forward(encoder, ids, positions),
         fullgraph=True, dynamic=True, backend="eager",
