@@ -22,6 +22,10 @@ as the bench draws its corpus. Stages, each timed with ``time.process_time`` ove
   scores replaced by seeded ``u ** k`` (``u`` uniform), ``k`` calibrated on the first texts
   so that decoding at the threshold keeps ``--density`` entities per word.
 
+``head_ops_per_step``: the torch operations one head step dispatches that do work (views and
+allocations left out), a step of ``--batch`` prompts: on a GPU each is a kernel launch or a
+copy, issued from the engine core's one thread.
+
 ``--cprofile FILE`` also writes the top functions of one more round of each process's stages.
 """
 
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from vllm_factory.core.pooler import PoolerRequest
 from vllm_factory.models.gliner2 import ARCHITECTURE
 from vllm_factory.models.gliner2.head import GLiNER2Head
@@ -128,15 +133,15 @@ class Profile:
 
     def scored(self, vector: torch.Tensor, layout: PromptLayout, exponent: float,
                index: int) -> torch.Tensor:  # fmt: skip
-        """``vector`` with its span scores replaced by seeded ``u ** exponent`` (0 where the
-        head gives 0: spans past the text)."""
+        """``vector`` with its span scores replaced by seeded ``u ** exponent`` (the
+        IOProcessor zeroes those of spans past the text)."""
         out = vector.clone()
         n_tasks = len(layout.tasks)
         classes = sum(len(m) - 1 for kind, m in layout.tasks if kind == KIND_CLASSES)
         span = out[n_tasks : len(out) - classes]
         generator = torch.Generator().manual_seed(self.args.seed + index)
         fresh = torch.rand(span.shape, generator=generator) ** exponent
-        span.copy_(torch.where(span > 0, fresh, span))
+        span.copy_(fresh)
         return out
 
     def post(self, request_id: str, outputs: list[torch.Tensor]) -> Any:
@@ -195,6 +200,29 @@ def one_round(profile: Profile, texts: list[str], exponent: float) -> tuple[dict
     return {k: v / len(texts) for k, v in seconds.items()}, results
 
 
+class OpCounter(TorchDispatchMode):
+    """Counts the dispatched torch operations that do work: not views, not allocations."""
+
+    SKIPPED = frozenset({"empty", "empty_strided", "detach", "alias", "lift_fresh"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view and func.overloadpacket.__name__ not in self.SKIPPED:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def head_ops(profile: Profile, inputs: list) -> int:
+    """Working torch operations of the head's first step (:class:`OpCounter`)."""
+    counter = OpCounter()
+    with torch.inference_mode(), counter:
+        profile.head(*map(list, zip(*inputs[: profile.args.batch])))
+    return counter.count
+
+
 def top_functions(profiler: cProfile.Profile, limit: int) -> str:
     stream = io.StringIO()
     pstats.Stats(profiler, stream=stream).sort_stats("tottime").print_stats(limit)
@@ -236,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "api_total": round(sum(us[k] for k in API_STAGES), 1),
         "engine_total": round(sum(us[k] for k in ENGINE_STAGES), 1),
     }
+    ops = head_ops(profile, profile.head_inputs([profile.pre(profile.parse(t)) for t in texts]))
     checkpoint = "/".join(args.checkpoint.parts[-2:])  # no machine path in the results
     result = {
         "label": args.label,
@@ -251,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "relations_per_text": round(relations / len(texts), 3)},
         "words_per_text": round(words / len(texts), 1),
         "us_per_request": {**us, **summary},
+        "head_ops_per_step": ops,
     }  # fmt: skip
     text = json.dumps(result, indent=2)
     print(text)

@@ -163,6 +163,86 @@ class MarkerV0(nn.Module):
         hidden = self.span_hidden(self.span_table(starts, ends), chosen)
         return self.out_project[3](hidden).view(-1, self.max_width, starts.shape[-1])
 
+    def logits(
+        self,
+        words: torch.Tensor,
+        labels: torch.Tensor,
+        first: torch.Tensor,
+        length: torch.Tensor,
+        columns: torch.Tensor | None,
+        pad: RowBuckets,
+        num_labels: int | None = None,
+        prompts: Sequence[tuple[slice, slice]] | None = None,
+    ) -> torch.Tensor:
+        """Span x label logits of the word rows ``first`` / ``length`` describe
+        (:meth:`MarkerV0.span_rows`; ``words`` may hold more, padded, rows). ``prompts``: each
+        prompt's word rows and label columns, back to back (``None``: one prompt of every row
+        and label). Where ``columns`` picks each word's own labels: ``[len(first), max_width,
+        labels per prompt]``; else every prompt's ``[words, max_width, labels]`` block
+        flattened, back to back. The span MLP's last layer is folded into ``labels`` where
+        :func:`fold_labels` says so for ``num_labels`` (the step's real labels; ``None``:
+        always folded).
+
+        Spans are scored a chunk of consecutive prompts at a time, against those prompts'
+        labels only, each chunk at most ``SPAN_CHUNK`` elements of its widest activation (a
+        prompt of more is cut by word rows): the memory a step needs is bounded by the budget,
+        not by its words times the labels of all its prompts. A chunk's product is its words
+        times all its prompts' labels: on a GPU fewer and larger launches pay for the extra
+        arithmetic; on the CPU they do not, and each prompt is a chunk of its own."""
+        total, max_width = first.shape[0], self.max_width
+        table = self.span_table(*self.endpoints(words))
+        span_rows = self.span_rows(first, length, words.shape[0])
+        last = self.out_project[3]
+        inner = table.shape[-1]
+        if num_labels is None or fold_labels(num_labels, words.shape[-1]):
+            weight, bias = labels @ last.weight, labels @ last.bias  # [labels, inner], [labels]
+        else:
+            weight, bias = None, None
+            labels = labels[:num_labels]
+        if prompts is None:
+            prompts = [(slice(0, total), slice(0, labels.shape[0]))]
+        on_cpu = words.device.type == "cpu"
+        budget = SPAN_CHUNK["cpu" if on_cpu else "other"]
+        groups = (
+            [[p] for p in prompts] if on_cpu else span_chunks(prompts, max_width, inner, budget)
+        )
+        parts = []
+        for group in groups:
+            cols = slice(group[0][1].start, group[-1][1].stop)
+            rows = slice(group[0][0].start, group[-1][0].stop)
+            step = max(1, budget // (max_width * max(inner, cols.stop - cols.start)))
+            for r in range(rows.start, rows.stop, step):
+                chunk = slice(r, min(r + step, rows.stop))
+                count = (chunk.stop - chunk.start) * max_width
+                chosen = pad.rows(span_rows[chunk.start * max_width : chunk.stop * max_width])
+                if weight is not None:  # relu(start row + end row) . folded labels
+                    logits = span_logits(
+                        table, chosen, weight[cols], bias[cols], backend=span_kernel_backend()
+                    )
+                else:
+                    logits = last(self.span_hidden(table, chosen)) @ labels[cols].T
+                logits = logits[:count].view(-1, max_width, logits.shape[-1])
+                if columns is not None:  # each word's own labels: [n, max_width, per prompt]
+                    own = columns[chunk] - cols.start
+                    parts.append(
+                        torch.gather(logits, 2, own.unsqueeze(1).expand(-1, max_width, -1))
+                    )
+                else:  # each prompt's block of the chunk, flattened
+                    parts.extend(
+                        logits[
+                            max(p_rows.start, chunk.start) - chunk.start :
+                            min(p_rows.stop, chunk.stop) - chunk.start,
+                            :,
+                            p_cols.start - cols.start : p_cols.stop - cols.start,
+                        ].flatten()
+                        for p_rows, p_cols in group
+                        if p_rows.start < chunk.stop and p_rows.stop > chunk.start
+                    )  # fmt: skip
+        if not parts:
+            shape = (0, max_width, columns.shape[1]) if columns is not None else (0,)
+            return table.new_zeros(shape)
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
     def forward(self, words: torch.Tensor) -> torch.Tensor:
         """``[num_words, width]`` word vectors of one text -> ``[num_words, max_width, width]``."""
         count = words.shape[0]
@@ -443,7 +523,7 @@ class GLiNERSpanHead(FactoryPooler):
                 self, words, labels, index["first"], index["length"], columns
             )
         if scores is None:
-            logits = self.span_logits(
+            logits = self.span_rep_layer.span_rep_layer.logits(
                 pad.rows(words), labels, index["first"], index["length"], columns, pad,
                 plan.total_labels, [(rows, cols) for _, rows, cols in plan.blocks()],
             )  # fmt: skip
@@ -481,81 +561,6 @@ class GLiNERSpanHead(FactoryPooler):
         if words.device.type != "cpu":
             return to_host(out)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
-
-    def span_logits(
-        self,
-        words: torch.Tensor,
-        labels: torch.Tensor,
-        first: torch.Tensor,
-        length: torch.Tensor,
-        columns: torch.Tensor | None,
-        pad: RowBuckets,
-        num_labels: int | None = None,
-        prompts: Sequence[tuple[slice, slice]] | None = None,
-    ) -> torch.Tensor:
-        """Span x label logits of the word rows ``first`` / ``length`` describe
-        (:meth:`MarkerV0.span_rows`; ``words`` may hold more, padded, rows). ``prompts``: each
-        prompt's word rows and label columns, back to back (``None``: one prompt of every row
-        and label). Where ``columns`` picks each word's own labels: ``[len(first), max_width,
-        labels per prompt]``; else every prompt's ``[words, max_width, labels]`` block
-        flattened, back to back. The span MLP's last layer is folded into ``labels`` where
-        :func:`fold_labels` says so for ``num_labels`` (the step's real labels; ``None``:
-        always folded).
-
-        Spans are scored a chunk of consecutive prompts at a time, against those prompts'
-        labels only, each chunk at most ``SPAN_CHUNK`` elements of its widest activation (a
-        prompt of more is cut by word rows): the memory a step needs is bounded by the budget,
-        not by its words times the labels of all its prompts."""
-        marker = self.span_rep_layer.span_rep_layer
-        total, max_width = first.shape[0], marker.max_width
-        table = marker.span_table(*marker.endpoints(words))
-        span_rows = marker.span_rows(first, length, words.shape[0])
-        last = marker.out_project[3]
-        inner = table.shape[-1]
-        if num_labels is None or fold_labels(num_labels, words.shape[-1]):
-            weight, bias = labels @ last.weight, labels @ last.bias  # [labels, inner], [labels]
-        else:
-            weight, bias = None, None
-            labels = labels[:num_labels]
-        if prompts is None:
-            prompts = [(slice(0, total), slice(0, labels.shape[0]))]
-        budget = SPAN_CHUNK["cpu" if words.device.type == "cpu" else "other"]
-        parts = []
-        for group in span_chunks(prompts, max_width, inner, budget):
-            cols = slice(group[0][1].start, group[-1][1].stop)
-            rows = slice(group[0][0].start, group[-1][0].stop)
-            step = max(1, budget // (max_width * max(inner, cols.stop - cols.start)))
-            for r in range(rows.start, rows.stop, step):
-                chunk = slice(r, min(r + step, rows.stop))
-                count = (chunk.stop - chunk.start) * max_width
-                chosen = pad.rows(span_rows[chunk.start * max_width : chunk.stop * max_width])
-                if weight is not None:  # relu(start row + end row) . folded labels
-                    logits = span_logits(
-                        table, chosen, weight[cols], bias[cols], backend=span_kernel_backend()
-                    )
-                else:
-                    logits = last(marker.span_hidden(table, chosen)) @ labels[cols].T
-                logits = logits[:count].view(-1, max_width, logits.shape[-1])
-                if columns is not None:  # each word's own labels: [n, max_width, per prompt]
-                    own = columns[chunk] - cols.start
-                    parts.append(
-                        torch.gather(logits, 2, own.unsqueeze(1).expand(-1, max_width, -1))
-                    )
-                else:  # each prompt's block of the chunk, flattened
-                    parts.extend(
-                        logits[
-                            max(p_rows.start, chunk.start) - chunk.start :
-                            min(p_rows.stop, chunk.stop) - chunk.start,
-                            :,
-                            p_cols.start - cols.start : p_cols.stop - cols.start,
-                        ].flatten()
-                        for p_rows, p_cols in group
-                        if p_rows.start < chunk.stop and p_rows.stop > chunk.start
-                    )  # fmt: skip
-        if not parts:
-            shape = (0, max_width, columns.shape[1]) if columns is not None else (0,)
-            return table.new_zeros(shape)
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def word_vectors(
         self, tokens: torch.Tensor, plan: StepPlan, index: dict[str, torch.Tensor]

@@ -97,7 +97,7 @@ def span_graphs_wanted(device: torch.device) -> bool:
 
 
 class SpanGraphs:
-    """The head's span scoring (:meth:`GLiNERSpanHead.span_logits` and the sigmoid) at fixed
+    """The head's span scoring (:meth:`MarkerV0.logits` and the sigmoid) at fixed
     shapes, replayed on a GPU from one CUDA graph per bucket: (word rows rounded up by
     :class:`RowBuckets`, the step's padded label rows, labels per prompt, width, dtype, device,
     span backend).
@@ -162,7 +162,9 @@ class SpanGraphs:
     @staticmethod
     def _body(head: GLiNERSpanHead, inputs: list[torch.Tensor]) -> torch.Tensor:
         words, labels, first, length, columns = inputs
-        logits = head.span_logits(words, labels, first, length, columns, RowBuckets(False))
+        logits = head.span_rep_layer.span_rep_layer.logits(
+            words, labels, first, length, columns, RowBuckets(False)
+        )
         return torch.sigmoid(logits.float())
 
     def _recipe(

@@ -7,20 +7,22 @@ Per prompt, from the encoder's token states and the prompt layout (:mod:`.prompt
   argmax over 20 = how many instances); the field-marker states -> ``count_embed`` (a GRU over
   the instance index started from each field state, then an MLP) -> one query per instance and
   field; entities use the first instance only;
-- span scores: every (start word, width < max_width) span against every query, through the
-  ``markerV0`` span layer factorised as the library scores it (the first linear of
-  ``out_project`` split into its start and end halves, the last folded into the queries);
-  ``sigmoid``; spans that run past the text score 0;
+- span scores: every (start word, width < max_width) span against every query of its prompt,
+  through the ``markerV0`` span layer as the GLiNER head scores it
+  (:meth:`~vllm_factory.heads.gliner.head.MarkerV0.logits`: the span MLP's first layer made per
+  word, its last folded into the queries, the step's prompts a chunk at a time); ``sigmoid``;
 - per classification: the label-marker states -> ``classifier`` (an MLP) -> one logit each.
 
-All prompts of a step share the MLPs, the count head and the GRU (one call each); the span
-scoring runs per prompt (its own words and queries). One device-to-host copy per step: the
-predicted counts, which decide the query shapes.
+All prompts of a step share the MLPs, the count head, the GRU and the span scoring (a few
+launches per chunk of prompts, not per prompt). One device-to-host synchronisation per step:
+the predicted counts, which decide the queries.
 
-Output per prompt: one float32 vector ``[count per task] + [scores of each span task with a
-count, (count, fields, words, max_width) flattened] + [logits of each classification]``
-(entities: count 1 in the shape). The IOProcessor knows the rest of the shapes. A prompt
-without a usable layout (vLLM's start-up dummy runs) gets an empty vector.
+Output per prompt: one float32 vector ``[count per task] + [span scores, (text words,
+max_width, queries) flattened] + [logits of each classification]``, the queries being each
+span task with a count in order, instance by instance, field by field (entities: one
+instance). Spans that run past the text hold a score of no meaning (the IOProcessor zeroes
+them). The IOProcessor knows the rest of the shapes. A prompt without a usable layout (vLLM's
+start-up dummy runs) gets an empty vector.
 
 Module and parameter names follow the library's state dict (``span_rep.span_rep_layer.*``,
 ``classifier.*``, ``count_pred.*``, ``count_embed.*``).
@@ -32,6 +34,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -39,6 +42,7 @@ from vllm_factory.core.pooler import FactoryPooler, PoolerRequest
 from vllm_factory.core.weights import load_by_name
 from vllm_factory.heads.gliner.head import SpanRepLayer
 from vllm_factory.heads.gliner.prompts import prompt_key
+from vllm_factory.heads.gliner.span_graphs import RowBuckets
 from vllm_factory.models.gliner2.prompts import (
     KIND_CLASSES,
     KIND_ENTITIES,
@@ -161,11 +165,12 @@ class GLiNER2Head(FactoryPooler):
         dtype = self.classifier[0].weight.dtype
         device = hidden[0].device
         tokens = (torch.cat(list(hidden)) if len(hidden) > 1 else hidden[0]).to(dtype)
-        offsets, total = [], 0
-        for h in hidden:
-            offsets.append(total)
-            total += h.shape[0]
-        # Host-side index lists, copied to the device once.
+        pad = RowBuckets.for_device(device)
+        offsets = np.cumsum([0, *[h.shape[0] for h in hidden[:-1]]]).tolist()
+        n_words = [len(layout.word_positions) for layout in layouts]
+        # Host-side index lists, copied to the device once: the rows of the words, the [P]
+        # markers, the span fields and the class labels; each word row's text (its first row
+        # and its length, for MarkerV0.span_rows).
         word_rows, count_rows, field_rows, label_rows = [], [], [], []
         for offset, layout in zip(offsets, layouts):
             word_rows += [offset + p for p in layout.word_positions]
@@ -175,13 +180,13 @@ class GLiNER2Head(FactoryPooler):
                 else:
                     count_rows.append(offset + markers[0])
                     field_rows += [offset + p for p in markers[1:]]
-        sizes = [len(word_rows), len(count_rows), len(field_rows), len(label_rows)]
-        index = torch.tensor(word_rows + count_rows + field_rows + label_rows, dtype=torch.long)
-        if device.type == "cuda":
-            index = index.pin_memory().to(device, non_blocking=True)
-        else:
-            index = index.to(device)
-        word_index, count_index, field_index, label_index = index.split(sizes)
+        first = np.repeat(np.cumsum([0, *n_words[:-1]]), n_words)
+        length = np.repeat(n_words, n_words)
+        parts = [word_rows, count_rows, field_rows, label_rows, first, length]
+        index = to_device(np.concatenate([np.asarray(x, dtype=np.int64) for x in parts]), device)
+        word_index, count_index, field_index, label_index, first_row, text_length = index.split(
+            [len(x) for x in parts]
+        )
 
         counts: list[int] = []
         if count_rows:
@@ -190,91 +195,73 @@ class GLiNER2Head(FactoryPooler):
         if label_rows:
             logits = self.classifier(tokens[label_index]).squeeze(-1).float()
 
-        # Queries of every span task with a count, from one GRU run over the largest count.
-        task_fields = [
-            len(markers) - 1 for layout in layouts for kind, markers in layout.tasks
-            if kind != KIND_CLASSES
-        ]  # fmt: skip
+        # Each prompt's queries (its span tasks' in order, instance by instance), as rows of
+        # one GRU run over the largest count, [steps * all fields, width].
         steps = max([min(c, MAX_COUNT) for c in counts], default=0)
-        queries = None
-        if steps > 0:
-            queries = self.count_embed(tokens[field_index], steps)  # [steps, all fields, width]
-
-        marker = self.span_rep.span_rep_layer
-        first = marker.out_project[0]
-        width = tokens.shape[-1]
-        words = tokens[word_index]
-        start_hidden = F.linear(marker.project_start(words).relu(), first.weight[:, :width])
-        end_hidden = F.linear(marker.project_end(words).relu(), first.weight[:, width:])
-        last = marker.out_project[3]
-
-        results = []
-        span_task = field_at = label_at = word_at = 0
+        query_rows: list[int] = []
+        task_counts: list[float] = []
+        per_prompt: list[tuple[int, int, int]] = []  # tasks, queries, class labels
+        span_task = field_at = 0
         for layout in layouts:
-            n_words = len(layout.word_positions)
-            task_counts: list[float] = []
-            blocks: list[torch.Tensor] = []
-            prompt_queries: list[torch.Tensor] = []
-            shapes: list[tuple[int, int]] = []
+            queries_before, labels = len(query_rows), 0
             for kind, markers in layout.tasks:
                 fields = len(markers) - 1
                 if kind == KIND_CLASSES:
                     task_counts.append(0.0)
+                    labels += fields
                     continue
                 count = min(counts[span_task], MAX_COUNT)
                 task_counts.append(float(counts[span_task]))
-                if count > 0:
-                    used = 1 if kind == KIND_ENTITIES else count
-                    block = queries[:used, field_at : field_at + fields]  # type: ignore[index]
-                    prompt_queries.append(block.reshape(used * fields, width))
-                    shapes.append((used, fields))
-                field_at += task_fields[span_task]
+                used = 1 if kind == KIND_ENTITIES else count
+                for instance in range(used if count > 0 else 0):
+                    at = instance * len(field_rows) + field_at
+                    query_rows += range(at, at + fields)
+                field_at += fields
                 span_task += 1
-            if prompt_queries:
-                scores = self._span_scores(
-                    start_hidden[word_at : word_at + n_words],
-                    end_hidden[word_at : word_at + n_words],
-                    torch.cat(prompt_queries),
-                    first.bias,
-                    last,
-                )  # [queries, words, max_width]
-                at = 0
-                for used, fields in shapes:
-                    blocks.append(scores[at : at + used * fields].flatten())
-                    at += used * fields
-            for kind, markers in layout.tasks:
-                if kind == KIND_CLASSES:
-                    n = len(markers) - 1
-                    blocks.append(logits[label_at : label_at + n])  # type: ignore[index]
-                    label_at += n
-            word_at += n_words
-            head = torch.tensor(task_counts, dtype=torch.float32).to(device, non_blocking=True)
-            results.append(torch.cat([head, *blocks]) if blocks else head)
-        return results
+            per_prompt.append((len(layout.tasks), len(query_rows) - queries_before, labels))
 
-    def _span_scores(
-        self,
-        start_hidden: torch.Tensor,
-        end_hidden: torch.Tensor,
-        queries: torch.Tensor,
-        bias: torch.Tensor | None,
-        last: nn.Linear,
-    ) -> torch.Tensor:
-        """Sigmoid scores [queries, words, max_width] of one prompt (float32; 0 past the end)."""
-        n_words, inner = end_hidden.shape
-        max_width = self.max_width
-        padded = F.pad(end_hidden, (0, 0, 0, max_width - 1))
-        windows = padded.unfold(0, max_width, 1).permute(0, 2, 1)  # [words, max_width, inner]
-        joined = start_hidden.unsqueeze(1) + windows
-        if bias is not None:
-            joined = joined + bias
-        joined = joined.relu().reshape(n_words * max_width, inner)
-        folded = queries @ last.weight  # [queries, inner]
-        logits = joined @ folded.T  # [words * max_width, queries]
-        if last.bias is not None:
-            logits = logits + queries @ last.bias
-        logits = logits.T.reshape(-1, n_words, max_width).float()
-        starts = torch.arange(n_words, device=logits.device).unsqueeze(1)
-        widths = torch.arange(max_width, device=logits.device).unsqueeze(0)
-        valid = starts + widths < n_words
-        return torch.sigmoid(logits).masked_fill(~valid, 0.0)
+        scores = None
+        if query_rows:
+            fields_state = tokens[field_index]
+            queries = self.count_embed(fields_state, steps).reshape(-1, tokens.shape[-1])
+            queries = queries[to_device(np.asarray(query_rows, dtype=np.int64), device)]
+            prompts, word_at, query_at = [], 0, 0
+            for n, (_, q, _) in zip(n_words, per_prompt):
+                if q:
+                    prompts.append((slice(word_at, word_at + n), slice(query_at, query_at + q)))
+                word_at += n
+                query_at += q
+            # The span MLP's last layer folded into the queries: a span meets its own prompt's
+            # queries only, far fewer than 4/3 of the width (fold_labels).
+            flat = self.span_rep.span_rep_layer.logits(
+                pad.rows(tokens[word_index]), pad.rows(queries), first_row, text_length, None,
+                pad, None, prompts,
+            )  # fmt: skip
+            scores = torch.sigmoid(flat.float())
+
+        # Each prompt's vector from views of the step's counts, scores and class logits, joined
+        # in one copy; to the host in one more (vLLM syncs before it reads a pooler output).
+        heads = torch.tensor(task_counts, dtype=torch.float32).to(device, non_blocking=True)
+        pieces, sizes = [], []
+        task_at = score_at = label_at = 0
+        for n, (tasks, q, labels) in zip(n_words, per_prompt):
+            grid = n * self.max_width * q
+            pieces.append(heads[task_at : task_at + tasks])
+            if grid:
+                pieces.append(scores[score_at : score_at + grid])  # type: ignore[index]
+            if labels:
+                pieces.append(logits[label_at : label_at + labels])  # type: ignore[index]
+            sizes.append(tasks + grid + labels)
+            task_at, score_at, label_at = task_at + tasks, score_at + grid, label_at + labels
+        joined = torch.cat(pieces)
+        if joined.device.type != "cpu":
+            joined = joined.to("cpu", non_blocking=True)
+        return list(joined.split(sizes))
+
+
+def to_device(index: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A host index array on ``device`` (pinned and copied without waiting on a GPU)."""
+    tensor = torch.from_numpy(index)
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
