@@ -41,7 +41,9 @@ def direct_spans(h: GLiNER2Head, hidden: torch.Tensor, layout: PromptLayout) -> 
 def reference(h: GLiNER2Head, hidden: torch.Tensor, layout: PromptLayout) -> list[torch.Tensor]:
     """Counts, span scores and class logits of one prompt, computed the direct way."""
     spans = direct_spans(h, hidden, layout)
-    counts, queries, logits = [], [], []
+    n = spans.shape[0]
+    valid = torch.arange(n)[:, None] + torch.arange(MAX_WIDTH)[None, :] < n
+    counts, blocks, logits = [], [], []
     for kind, markers in layout.tasks:
         if kind == 2:
             counts.append(0.0)
@@ -50,12 +52,10 @@ def reference(h: GLiNER2Head, hidden: torch.Tensor, layout: PromptLayout) -> lis
         count = int(h.count_pred(hidden[markers[0]]).argmax())
         counts.append(float(count))
         if count:
-            instances = h.count_embed(hidden[list(markers[1:])], count)[: 1 if kind == 0 else count]
-            queries.append(instances.reshape(-1, WIDTH))  # instance by instance, field by field
-    blocks = []
-    if queries:  # [words, max_width, queries]; spans past the text as gliner2 makes them
-        blocks.append(torch.sigmoid(torch.einsum("lwd,qd->lwq", spans, torch.cat(queries))))
-    return [torch.tensor(counts), *(b.flatten() for b in blocks), *logits]
+            queries = h.count_embed(hidden[list(markers[1:])], count)[: 1 if kind == 0 else count]
+            score = torch.sigmoid(torch.einsum("lwd,cfd->cflw", spans, queries))
+            blocks.append((score * valid).flatten())
+    return [torch.tensor(counts), *blocks, *logits]
 
 
 def test_batched_head_matches_the_direct_computation():

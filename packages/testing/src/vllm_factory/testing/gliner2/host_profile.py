@@ -133,15 +133,15 @@ class Profile:
 
     def scored(self, vector: torch.Tensor, layout: PromptLayout, exponent: float,
                index: int) -> torch.Tensor:  # fmt: skip
-        """``vector`` with its span scores replaced by seeded ``u ** exponent`` (the
-        IOProcessor zeroes those of spans past the text)."""
+        """``vector`` with its span scores replaced by seeded ``u ** exponent`` (0 where the
+        head gives 0: spans past the text)."""
         out = vector.clone()
         n_tasks = len(layout.tasks)
         classes = sum(len(m) - 1 for kind, m in layout.tasks if kind == KIND_CLASSES)
         span = out[n_tasks : len(out) - classes]
         generator = torch.Generator().manual_seed(self.args.seed + index)
         fresh = torch.rand(span.shape, generator=generator) ** exponent
-        span.copy_(fresh)
+        span.copy_(torch.where(span > 0, fresh, span))
         return out
 
     def post(self, request_id: str, outputs: list[torch.Tensor]) -> Any:

@@ -33,33 +33,19 @@ class TaskScores:
 
 
 def split_output(vector: np.ndarray, prompt: Prompt, max_width: int) -> list[TaskScores]:
-    """The head's flat float32 vector (its layout: :mod:`.head`) -> one :class:`TaskScores`
-    per task; spans that run past the text score 0."""
+    """The head's flat float32 vector -> one :class:`TaskScores` per task."""
     tasks = prompt.tasks
     counts = [round(float(c)) for c in vector[: len(tasks)]]
     at = len(tasks)
     n_tokens = len(prompt.text_tokens)
-    shapes: list[tuple[int, int] | None] = []  # (instances, fields) of each scored span task
+    out = []
     for task, count in zip(tasks, counts):
-        scored = task.kind != "classifications" and count > 0
-        used = 1 if task.kind == "entities" else min(count, 20)
-        shapes.append((used, len(task.fields)) if scored else None)
-    queries = sum(used * fields for used, fields in filter(None, shapes))
-    grid = np.empty((0, n_tokens, max_width), dtype=np.float32)
-    if queries:
-        size = n_tokens * max_width * queries
-        grid = np.ascontiguousarray(  # query-major: each task's block is one view
-            vector[at : at + size].reshape(n_tokens, max_width, queries).transpose(2, 0, 1)
-        )
-        grid[:, np.add.outer(np.arange(n_tokens), np.arange(max_width)) >= n_tokens] = 0.0
-        at += size
-    out, query = [], 0
-    for task, count, shape in zip(tasks, counts, shapes):
         scores = None
-        if shape is not None:
-            used, fields = shape
-            scores = grid[query : query + used * fields].reshape(used, fields, *grid.shape[1:])
-            query += used * fields
+        if task.kind != "classifications" and count > 0:
+            used = 1 if task.kind == "entities" else min(count, 20)
+            size = used * len(task.fields) * n_tokens * max_width
+            scores = vector[at : at + size].reshape(used, len(task.fields), n_tokens, max_width)
+            at += size
         out.append(TaskScores(task, count, scores, None))
     for item in out:
         if item.task.kind == "classifications":

@@ -11,18 +11,17 @@ Per prompt, from the encoder's token states and the prompt layout (:mod:`.prompt
   through the ``markerV0`` span layer as the GLiNER head scores it
   (:meth:`~vllm_factory.heads.gliner.head.MarkerV0.logits`: the span MLP's first layer made per
   word, its last folded into the queries, the step's prompts a chunk at a time); ``sigmoid``;
+  spans that run past the text score 0;
 - per classification: the label-marker states -> ``classifier`` (an MLP) -> one logit each.
 
-All prompts of a step share the MLPs, the count head, the GRU and the span scoring (a few
-launches per chunk of prompts, not per prompt). One device-to-host synchronisation per step:
-the predicted counts, which decide the queries.
+All prompts of a step share the MLPs, the count head, the GRU and the span scoring; per prompt
+there is one launch left, the product that writes its scores into the step's output. One
+device-to-host synchronisation per step: the predicted counts, which decide the queries.
 
-Output per prompt: one float32 vector ``[count per task] + [span scores, (text words,
-max_width, queries) flattened] + [logits of each classification]``, the queries being each
-span task with a count in order, instance by instance, field by field (entities: one
-instance). Spans that run past the text hold a score of no meaning (the IOProcessor zeroes
-them). The IOProcessor knows the rest of the shapes. A prompt without a usable layout (vLLM's
-start-up dummy runs) gets an empty vector.
+Output per prompt: one float32 vector ``[count per task] + [scores of each span task with a
+count, (count, fields, words, max_width) flattened] + [logits of each classification]``
+(entities: count 1 in the shape). The IOProcessor knows the rest of the shapes. A prompt
+without a usable layout (vLLM's start-up dummy runs) gets an empty vector.
 
 Module and parameter names follow the library's state dict (``span_rep.span_rep_layer.*``,
 ``classifier.*``, ``count_pred.*``, ``count_embed.*``).
@@ -189,8 +188,10 @@ class GLiNER2Head(FactoryPooler):
         )
 
         counts: list[int] = []
+        predicted = None
         if count_rows:
-            counts = self.count_pred(tokens[count_index]).argmax(-1).tolist()  # the one sync
+            predicted = self.count_pred(tokens[count_index]).argmax(-1)
+            counts = predicted.tolist()  # the one sync
         logits = None
         if label_rows:
             logits = self.classifier(tokens[label_index]).squeeze(-1).float()
@@ -199,7 +200,6 @@ class GLiNER2Head(FactoryPooler):
         # one GRU run over the largest count, [steps * all fields, width].
         steps = max([min(c, MAX_COUNT) for c in counts], default=0)
         query_rows: list[int] = []
-        task_counts: list[float] = []
         per_prompt: list[tuple[int, int, int]] = []  # tasks, queries, class labels
         span_task = field_at = 0
         for layout in layouts:
@@ -207,11 +207,9 @@ class GLiNER2Head(FactoryPooler):
             for kind, markers in layout.tasks:
                 fields = len(markers) - 1
                 if kind == KIND_CLASSES:
-                    task_counts.append(0.0)
                     labels += fields
                     continue
                 count = min(counts[span_task], MAX_COUNT)
-                task_counts.append(float(counts[span_task]))
                 used = 1 if kind == KIND_ENTITIES else count
                 for instance in range(used if count > 0 else 0):
                     at = instance * len(field_rows) + field_at
@@ -220,11 +218,36 @@ class GLiNER2Head(FactoryPooler):
                 span_task += 1
             per_prompt.append((len(layout.tasks), len(query_rows) - queries_before, labels))
 
-        scores = None
+        # Each prompt's vector in one zeroed step buffer: the span tasks' counts and the class
+        # logits put in place by one indexed copy each (a classification's count stays 0),
+        # each prompt's span scores written query-major with spans past its text zeroed by one
+        # fused product; to the host in one copy (vLLM syncs before it reads a pooler output).
+        sizes = [tasks + n * self.max_width * q + labels
+                 for n, (tasks, q, labels) in zip(n_words, per_prompt)]  # fmt: skip
+        starts = np.cumsum([0, *sizes[:-1]])
+        count_at = [
+            start + i
+            for start, layout in zip(starts.tolist(), layouts)
+            for i, (kind, _) in enumerate(layout.tasks)
+            if kind != KIND_CLASSES
+        ]
+        label_at = [
+            end - i
+            for end, (_, _, labels) in zip((starts + sizes).tolist(), per_prompt)
+            for i in range(labels, 0, -1)
+        ]
+        at = [count_at, label_at, query_rows]
+        count_to, label_to, query_index = to_device(
+            np.concatenate([np.asarray(x, dtype=np.int64) for x in at]), device
+        ).split([len(x) for x in at])
+        out = torch.zeros(sum(sizes), dtype=torch.float32, device=device)
+        if predicted is not None:
+            out.index_copy_(0, count_to, predicted.float())
+        if logits is not None:
+            out.index_copy_(0, label_to, logits)
         if query_rows:
-            fields_state = tokens[field_index]
-            queries = self.count_embed(fields_state, steps).reshape(-1, tokens.shape[-1])
-            queries = queries[to_device(np.asarray(query_rows, dtype=np.int64), device)]
+            queries = self.count_embed(tokens[field_index], steps).reshape(-1, tokens.shape[-1])
+            queries = queries[query_index]
             prompts, word_at, query_at = [], 0, 0
             for n, (_, q, _) in zip(n_words, per_prompt):
                 if q:
@@ -237,26 +260,26 @@ class GLiNER2Head(FactoryPooler):
                 pad.rows(tokens[word_index]), pad.rows(queries), first_row, text_length, None,
                 pad, None, prompts,
             )  # fmt: skip
-            scores = torch.sigmoid(flat.float())
-
-        # Each prompt's vector from views of the step's counts, scores and class logits, joined
-        # in one copy; to the host in one more (vLLM syncs before it reads a pooler output).
-        heads = torch.tensor(task_counts, dtype=torch.float32).to(device, non_blocking=True)
-        pieces, sizes = [], []
-        task_at = score_at = label_at = 0
-        for n, (tasks, q, labels) in zip(n_words, per_prompt):
-            grid = n * self.max_width * q
-            pieces.append(heads[task_at : task_at + tasks])
-            if grid:
-                pieces.append(scores[score_at : score_at + grid])  # type: ignore[index]
-            if labels:
-                pieces.append(logits[label_at : label_at + labels])  # type: ignore[index]
-            sizes.append(tasks + grid + labels)
-            task_at, score_at, label_at = task_at + tasks, score_at + grid, label_at + labels
-        joined = torch.cat(pieces)
-        if joined.device.type != "cpu":
-            joined = joined.to("cpu", non_blocking=True)
-        return list(joined.split(sizes))
+            scores = torch.sigmoid(flat.float())  # each prompt's [words, max_width, queries]
+            widths = torch.arange(self.max_width, device=device)
+            word = torch.arange(len(word_rows), device=device) - first_row
+            inside = (word.unsqueeze(1) + widths < text_length.unsqueeze(1)).float()
+            score_at = word_at = 0
+            for n, (tasks, q, _), start in zip(n_words, per_prompt, starts.tolist()):
+                if q:
+                    grid = n * self.max_width * q
+                    torch.mul(
+                        scores[score_at : score_at + grid]
+                        .view(n, self.max_width, q)
+                        .permute(2, 0, 1),
+                        inside[word_at : word_at + n],
+                        out=out[start + tasks : start + tasks + grid].view(q, n, self.max_width),
+                    )
+                    score_at += grid
+                word_at += n
+        if out.device.type != "cpu":
+            out = out.to("cpu", non_blocking=True)
+        return list(out.split(sizes))
 
 
 def to_device(index: np.ndarray, device: torch.device) -> torch.Tensor:
