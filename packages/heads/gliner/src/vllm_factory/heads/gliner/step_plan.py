@@ -120,13 +120,20 @@ class StepPlan:
     def device_index(self, device: torch.device) -> dict[str, torch.Tensor]:
         """Every index on ``device``, through one (pinned, asynchronous) host-to-device copy."""
         names = list(self._arrays)
-        flat = torch.from_numpy(np.concatenate([self._arrays[n].astype(np.int64) for n in names]))
-        if device.type == "cuda":
-            flat = flat.pin_memory().to(device, non_blocking=True)
-        else:
-            flat = flat.to(device)
-        parts = flat.split([len(self._arrays[n]) for n in names])
-        return dict(zip(names, parts))
+        return dict(zip(names, indices_on([self._arrays[n] for n in names], device)))
+
+
+def indices_on(
+    indices: Sequence[Sequence[int] | np.ndarray], device: torch.device
+) -> list[torch.Tensor]:
+    """Host index lists as int64 tensors on ``device``, through one host-to-device copy
+    (pinned and asynchronous on a GPU): one per list, in order."""
+    flat = torch.from_numpy(np.concatenate([np.asarray(i, dtype=np.int64) for i in indices]))
+    if device.type == "cuda":
+        flat = flat.pin_memory().to(device, non_blocking=True)
+    else:
+        flat = flat.to(device)
+    return list(flat.split([len(i) for i in indices]))
 
 
 def _ranks(counts: np.ndarray) -> np.ndarray:

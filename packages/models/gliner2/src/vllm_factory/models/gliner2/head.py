@@ -42,6 +42,7 @@ from vllm_factory.core.weights import load_by_name
 from vllm_factory.heads.gliner.head import SpanRepLayer
 from vllm_factory.heads.gliner.prompts import prompt_key
 from vllm_factory.heads.gliner.span_graphs import RowBuckets
+from vllm_factory.heads.gliner.step_plan import indices_on
 from vllm_factory.models.gliner2.prompts import (
     KIND_CLASSES,
     KIND_ENTITIES,
@@ -181,10 +182,8 @@ class GLiNER2Head(FactoryPooler):
                     field_rows += [offset + p for p in markers[1:]]
         first = np.repeat(np.cumsum([0, *n_words[:-1]]), n_words)
         length = np.repeat(n_words, n_words)
-        parts = [word_rows, count_rows, field_rows, label_rows, first, length]
-        index = to_device(np.concatenate([np.asarray(x, dtype=np.int64) for x in parts]), device)
-        word_index, count_index, field_index, label_index, first_row, text_length = index.split(
-            [len(x) for x in parts]
+        word_index, count_index, field_index, label_index, first_row, text_length = indices_on(
+            [word_rows, count_rows, field_rows, label_rows, first, length], device
         )
 
         counts: list[int] = []
@@ -236,10 +235,7 @@ class GLiNER2Head(FactoryPooler):
             for end, (_, _, labels) in zip((starts + sizes).tolist(), per_prompt)
             for i in range(labels, 0, -1)
         ]
-        at = [count_at, label_at, query_rows]
-        count_to, label_to, query_index = to_device(
-            np.concatenate([np.asarray(x, dtype=np.int64) for x in at]), device
-        ).split([len(x) for x in at])
+        count_to, label_to, query_index = indices_on([count_at, label_at, query_rows], device)
         out = torch.zeros(sum(sizes), dtype=torch.float32, device=device)
         if predicted is not None:
             out.index_copy_(0, count_to, predicted.float())
@@ -280,11 +276,3 @@ class GLiNER2Head(FactoryPooler):
         if out.device.type != "cpu":
             out = out.to("cpu", non_blocking=True)
         return list(out.split(sizes))
-
-
-def to_device(index: np.ndarray, device: torch.device) -> torch.Tensor:
-    """A host index array on ``device`` (pinned and copied without waiting on a GPU)."""
-    tensor = torch.from_numpy(index)
-    if device.type == "cuda":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
