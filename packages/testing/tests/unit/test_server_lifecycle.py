@@ -112,3 +112,38 @@ def test_a_leased_port_is_passed_over_until_released(monkeypatch) -> None:
     again = reserve_port()
     assert again.port == held.port  # released, it is handed out again
     again.release()
+
+
+class PortServer(SubprocessServer):
+    """Python's http.server on the port ``--port`` names, over a folder holding ``health``."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.port = self.lease_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.label = self.model = "files"
+        script = (
+            "import functools, http.server, sys; "
+            "handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1]); "
+            "http.server.HTTPServer(('127.0.0.1', int(sys.argv[3])), handler).serve_forever()"
+        )
+        self.args = [sys.executable, "-c", script, str(folder), "--port", str(self.port)]
+        self.env = dict(os.environ)
+
+
+def test_a_start_that_finds_its_port_taken_starts_again_on_another(tmp_path: Path) -> None:
+    """What a CI run met: a process that binds port 0 (an engine's internal socket) was handed
+    the port a starting server had leased, and the server exited with EADDRINUSE."""
+    import socket
+
+    (tmp_path / "health").write_text("ok")
+    server = PortServer(tmp_path)
+    taken = server.port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        with server:
+            assert server.port != taken and server.url.endswith(f":{server.port}")
+            assert server.args[-1] == str(server.port)
+            assert server.healthy()
+    assert server._port_lease is None

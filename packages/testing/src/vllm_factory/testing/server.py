@@ -238,20 +238,57 @@ class SubprocessServer:
         self.startup_seconds: float | None = None
         self._log_file = None
         self._port_lease: PortLease | None = None
+        self._leased_port: int | None = None
 
     def lease_port(self, port: int | None = None) -> int:
         """``port``, or a port leased (:func:`reserve_port`) until :meth:`stop`."""
         if port:
             return port
         self._port_lease = reserve_port()
-        return self._port_lease.port
+        self._leased_port = self._port_lease.port
+        return self._leased_port
+
+    def _move_port(self, failure: ServerStartError) -> bool:
+        """After a start that failed because its leased port was taken, lease another and
+        point ``--port`` and the URL at it; False (nothing changed) for any other failure.
+
+        A lease keeps other :func:`reserve_port` callers off a port, not processes that bind
+        port 0: between the lease and the server's bind, an engine's internal socket (this
+        server's or one starting beside it) can be handed that port."""
+        old = self._leased_port
+        if old is None or "Address already in use" not in (failure.cause or ""):
+            return False
+        slots = [i + 1 for i, arg in enumerate(self.args[:-1])
+                 if arg == "--port" and self.args[i + 1] == str(old)]  # fmt: skip
+        if not slots:
+            return False
+        new = self.lease_port()
+        for slot in slots:
+            self.args[slot] = str(new)
+        self.url = self.url.replace(f":{old}", f":{new}")
+        if getattr(self, "port", None) == old:
+            self.port = new
+        logger.warning("port %d was taken during start: starting again on %d", old, new)
+        return True
 
     def healthy(self) -> bool:
         return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
 
     # -- lifecycle --------------------------------------------------------------------
 
+    port_attempts: int = 3
+    """Starts tried, each on a newly leased port, while the port is found taken."""
+
     def start(self) -> Self:
+        for attempt in range(1, self.port_attempts + 1):
+            try:
+                return self._start_once()
+            except ServerStartError as failure:
+                if attempt == self.port_attempts or not self._move_port(failure):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> Self:
         log_dir = os.environ.get(LOG_DIR_ENV) or None
         if log_dir:
             os.makedirs(log_dir, exist_ok=True)
