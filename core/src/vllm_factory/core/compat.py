@@ -11,10 +11,13 @@ through the accessors at the end of this module.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 from vllm.model_executor.layers.pooler import Pooler, PoolingParamsUpdate
 from vllm.model_executor.models.interfaces import SupportsLateInteraction
@@ -46,6 +49,7 @@ __all__ = [
     "device_type",
     "exact_attention_needed",
     "flash_attn_varlen_func",
+    "json_renders_numpy",
     "plugin_pooling_params",
     "prompt_token_ids_cpu",
     "quant_config",
@@ -92,6 +96,24 @@ def prompt_token_ids_cpu(pooling_metadata: PoolingMetadata) -> list[torch.Tensor
     if getter is not None:
         return getter()
     return [ids.cpu() for ids in pooling_metadata.get_prompt_token_ids()]
+
+
+@functools.cache
+def json_renders_numpy() -> bool:
+    """Whether the OpenAI server's ``/pooling`` answer writes NumPy arrays inside an
+    IOProcessor's data: vLLM renders it with ``ORJSONResponse`` when orjson is importable
+    (``OPT_SERIALIZE_NUMPY``), with the standard library's encoder (no arrays) otherwise. Probed
+    once through vLLM's own response model and renderer, so any version that differs answers
+    False."""
+    try:
+        from vllm.entrypoints.pooling.pooling.protocol import IOProcessorResponse
+        from vllm.entrypoints.pooling.utils import get_json_response_cls
+
+        probe = IOProcessorResponse(request_id="probe", data={"v": np.arange(2, dtype=np.float32)})
+        body = get_json_response_cls()(content=probe.model_dump()).body
+        return json.loads(body)["data"]["v"] == [0.0, 1.0]
+    except Exception:  # noqa: BLE001 - any failure means: give it lists
+        return False
 
 
 # -- vLLM's attention in our encoders --------------------------------------------------------

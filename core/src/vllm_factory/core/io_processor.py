@@ -16,12 +16,14 @@ refuses to start there, in one line naming the flag to add.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 from vllm.plugins.io_processors.interface import IOProcessor
 from vllm_factory.core import compat, metrics
@@ -153,7 +155,11 @@ class FactoryIOProcessor(IOProcessor, Generic[RequestT]):
             request = self._pending.pop(request_id, None)
         if request is None:
             raise RuntimeError(f"no pending request {request_id!r} to post-process")
-        return self.build_response(request, model_output)
+        answering = _ANSWERING_SERVER.set(request_id is not None)  # vLLM's server names its own
+        try:
+            return self.build_response(request, model_output)
+        finally:
+            _ANSWERING_SERVER.reset(answering)
 
     def forget(self, request_id: str | None) -> None:
         """Drop what a subclass keeps for ``request_id`` beside the pending request (its
@@ -175,6 +181,25 @@ def budget_check(field: str, amount: int, limit: int, unit: str, setting: str, a
             field,
             metrics.OVER_LIMIT,
         )
+
+
+# Whether the response being built goes to vLLM's OpenAI server (post_process with a request
+# id) rather than to an offline caller; set around build_response, which may run on a thread of
+# vLLM's executor.
+_ANSWERING_SERVER: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "vllm_factory_answering_server", default=False
+)
+
+
+def json_array(values: np.ndarray) -> np.ndarray | list:
+    """``values`` for a JSON response: the array itself when ``build_response`` answers the
+    server and vLLM's renderer writes arrays (:func:`compat.json_renders_numpy`), as vLLM's own
+    ``/v1/embeddings`` does; a list otherwise (offline, or the standard library's encoder).
+    Either way the client reads the same numbers: orjson writes a float32 in its shortest form,
+    which parses back to that float32."""
+    if _ANSWERING_SERVER.get() and compat.json_renders_numpy():
+        return np.ascontiguousarray(values)  # orjson writes C-ordered arrays only
+    return values.tolist()
 
 
 def _handler_task() -> asyncio.Task | None:

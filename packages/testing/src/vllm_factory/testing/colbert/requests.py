@@ -4,6 +4,7 @@ packages' shared tests)."""
 from __future__ import annotations
 
 import base64
+import json
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ __all__ = [
     "test_bad_input_gets_4xx_naming_the_field_and_server_keeps_serving",
     "test_base64_encoding_decodes_to_the_float_vectors",
     "test_batch_equals_one_request_per_text",
+    "test_float_vectors_are_written_as_float32",
     "test_huge_text_is_truncated_to_document_length",
     "test_missing_data_is_a_4xx",
     "test_scoring_ranks_like_its_scores_and_batches_like_one_by_one",
@@ -59,6 +61,22 @@ def test_base64_encoding_decodes_to_the_float_vectors(
         # Two requests are two forwards: vLLM may batch them differently, and the CPU
         # attention kernel's summation order follows the batch (seen: 1.5e-7 apart).
         np.testing.assert_allclose(vectors, expected, rtol=EMBED_DTYPE_RTOL[embed_dtype], atol=1e-6)
+
+
+def significant_digits(number: str) -> int:
+    mantissa = number.lstrip("-").lower().split("e")[0].replace(".", "")
+    return len(mantissa.lstrip("0").rstrip("0")) if mantissa.strip("0") else 1
+
+
+def test_float_vectors_are_written_as_float32(server):
+    """The server hands vLLM's renderer (orjson) the arrays: every number in float32's shortest
+    form (at most 9 significant digits) rather than the float64 form of a list (up to 17),
+    which is 2.6x the API process's work and 1.8x the bytes for a 512-token document."""
+    response = server.pooling({"text": VALID["text"], "is_query": False})
+    assert response.status_code == 200, response.text
+    items = json.loads(response.text, parse_float=str)["data"]
+    numbers = [n for item in items for row in item["embeddings"] for n in row]
+    assert numbers and max(significant_digits(n) for n in numbers) <= 9
 
 
 def test_single_text_gives_one_result(encode):

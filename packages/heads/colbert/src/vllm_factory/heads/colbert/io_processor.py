@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from vllm_factory.core import compat, envs
-from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check, json_array
 from vllm_factory.core.quantize import COMPACT_DTYPES, calibration_refusal
 from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.heads.colbert.expansion import expansion_token_id
@@ -201,7 +201,7 @@ class ColBERTIOProcessor(FactoryIOProcessor[ColBERTRequest]):
             with calibration_refusal():
                 matrices = compact_vectors(matrices, request.embed_dtype, request.calibration)
         if request.bare_vectors:  # one text, JSON vectors: vLLM Factory 0.2's form
-            return matrices[0].tolist()
+            return json_array(matrices[0])
         results = [
             encode_vectors(vectors, request.encoding_format, request.embed_dtype)
             for vectors in matrices

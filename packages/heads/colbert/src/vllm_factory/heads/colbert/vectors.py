@@ -30,6 +30,7 @@ import sys
 import numpy as np
 import pybase64
 import torch
+from vllm_factory.core.io_processor import json_array
 from vllm_factory.core.quantize import (
     COMPACT_DTYPES,
     NUMPY_DTYPES,
@@ -57,7 +58,7 @@ def encode_vectors(vectors: np.ndarray, encoding_format: str, embed_dtype: str =
         if embed_dtype != "float32":
             item["dtype"] = embed_dtype
         return item
-    item = {"embeddings": vectors.tolist(), "num_tokens": len(vectors)}
+    item = {"embeddings": json_array(vectors), "num_tokens": len(vectors)}
     if embed_dtype in COMPACT_DTYPES:
         item["dtype"] = embed_dtype
     return item

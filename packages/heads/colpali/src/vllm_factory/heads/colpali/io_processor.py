@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from vllm_factory.core import compat, envs, metrics
-from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check, json_array
 from vllm_factory.core.quantize import COMPACT_DTYPES, calibration_refusal
 from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.heads.colbert.scoring import scores_as, top_k
@@ -186,7 +186,7 @@ class ColPaliIOProcessor(FactoryIOProcessor[ColPaliRequest]):
             with calibration_refusal():
                 vectors = compact_vectors(vectors, request.embed_dtype, request.calibration)
         if request.bare_vectors:  # one text or image, JSON vectors: 0.2's form
-            return vectors[0].tolist()
+            return json_array(vectors[0])
         items = [encode_vectors(v, request.encoding_format, request.embed_dtype) for v in vectors]
         return items[0] if request.one_input else items
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 from vllm_factory.core import compat, envs
-from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check
+from vllm_factory.core.io_processor import FactoryIOProcessor, budget_check, json_array
 from vllm_factory.core.quantize import COMPACT_DTYPES, calibration_refusal, quantize
 from vllm_factory.core.tokens import first_cut, tokenize_cut
 from vllm_factory.models.embeddinggemma import ARCHITECTURE
@@ -133,7 +133,7 @@ class EmbeddingGemmaIOProcessor(FactoryIOProcessor[EmbeddingGemmaRequest]):
             with calibration_refusal():
                 vectors = list(quantize(rows, request.embed_dtype, ranges))
         results = [
-            {"embedding": vector.tolist(), "num_tokens": len(output.prompt_token_ids)}
+            {"embedding": json_array(vector), "num_tokens": len(output.prompt_token_ids)}
             for vector, output in zip(vectors, outputs)
         ]
         # One text (vLLM Factory 0.2's form): its vector; a list of texts: one item per text.
