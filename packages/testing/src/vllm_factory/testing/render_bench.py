@@ -97,9 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.tag}.json").write_text(json.dumps(result, indent=2) + "\n")
+    title = f"{result['renderer']}, median of {args.rounds} x {args.repeat}"
     lines = [
-        f"# Writing a vector answer ({result['renderer']}, median of {args.rounds} x "
-        f"{args.repeat})",
+        f"# Writing a vector answer ({title})",
         "",
         "| answer | list ms | array ms | list / array | base64 ms | list KB | array KB |",
         "|---|---:|---:|---:|---:|---:|---:|",
