@@ -34,8 +34,8 @@ SHAPES = [
 FORMS = ("list", "array", "base64")
 
 
-def answer(forms: str, vectors: list[np.ndarray]) -> Callable[[], bytes]:
-    """The answer's bytes as vLLM's server makes them for data built in ``forms``."""
+def answer(form: str, vectors: list[np.ndarray]) -> Callable[[], bytes]:
+    """The answer's bytes as vLLM's server makes them for data built in ``form``."""
     from vllm.entrypoints.pooling.pooling.protocol import IOProcessorResponse
     from vllm.entrypoints.pooling.utils import get_json_response_cls
     from vllm_factory.heads.colbert.vectors import encode_vectors
@@ -45,9 +45,9 @@ def answer(forms: str, vectors: list[np.ndarray]) -> Callable[[], bytes]:
     warnings.filterwarnings("ignore", message="ORJSONResponse is deprecated")
 
     def item(values: np.ndarray) -> dict:
-        if forms == "base64":
+        if form == "base64":
             return encode_vectors(values.reshape(len(values), -1), "base64")
-        data = values.tolist() if forms == "list" else np.ascontiguousarray(values)
+        data = values.tolist() if form == "list" else np.ascontiguousarray(values)
         return {"embeddings": data, "num_tokens": len(values)}
 
     def render() -> bytes:
