@@ -380,6 +380,11 @@ def test_markdown_reports_calibration_and_outputs() -> None:
     text = bench_report.markdown(report)
     assert "0.62 entities per word before, 0.1 after (threshold 0.5, 16 texts, 3200 words)" in text
     assert "- Outputs of plugin (first texts): texts 32, entities_per_word 0.097" in text
+    # A checkpoint given by --checkpoint: its builder's report alone, no summary to print.
+    report["checkpoint"] = {"calibration": {"builder": {"size": "tiny"}}}
+    text = bench_report.markdown(report)
+    assert "calibrated" not in text
+    assert "- Outputs of plugin (first texts): texts 32, entities_per_word 0.097" in text
 
 
 def test_gliner_describe_counts_entities_per_word() -> None:

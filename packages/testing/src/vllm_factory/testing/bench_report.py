@@ -494,7 +494,8 @@ def _output_lines(report: dict) -> list[str]:
     """The checkpoint's calibration and what each server returned (e.g. entities per word)."""
     lines = []
     calibration = (report.get("checkpoint") or {}).get("calibration")
-    if calibration:
+    # A checkpoint given with --checkpoint may carry its builder's report without the summary.
+    if calibration and "entities_per_word" in calibration:
         lines.append(
             f"- Checkpoint calibrated with the reference library: "
             f"{calibration['entities_per_word_before']} entities per word before, "
