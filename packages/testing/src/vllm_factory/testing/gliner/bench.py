@@ -181,13 +181,11 @@ def bench_adapters(checkpoint: Path, package: str, count: int, rank: int, env: A
     targets = encoder_linears(checkpoint)
 
     def build(target: Path) -> None:
-        runner = (env or gliner_peft_env()).ensure()
-        for i, name in enumerate(names):
-            runner.run(
-                ADAPTER, "--checkpoint", checkpoint, "--corpus", CORPUS, "--out", target / name,
-                "--seed", ADAPTER_SEED + i, "--rank", rank, "--alpha", alpha,
-                "--targets", *targets,
-            )  # fmt: skip
+        (env or gliner_peft_env()).ensure().run(
+            ADAPTER, "--checkpoint", checkpoint, "--corpus", CORPUS,
+            "--out", *(target / name for name in names), "--seed", ADAPTER_SEED,
+            "--rank", rank, "--alpha", alpha, "--targets", *targets,
+        )  # fmt: skip
         write_polylora_manifest(target, names)
 
     where = hashlib.sha256(str(Path(checkpoint).resolve()).encode()).hexdigest()[:8]

@@ -111,13 +111,11 @@ def bench_adapters(checkpoint: Path, package: str, count: int, rank: int, env: A
     alpha = LORA_ALPHA_PER_RANK * rank
 
     def build(target: Path) -> None:
-        runner = (env or gliner2_env()).ensure()
-        for i, name in enumerate(names):
-            runner.run(
-                ADAPTER, "--checkpoint", checkpoint, "--out", target / name,
-                "--seed", ADAPTER_SEED + i, "--rank", rank, "--alpha", alpha,
-                "--targets", *adapter_targets(checkpoint, "every"),
-            )  # fmt: skip
+        (env or gliner2_env()).ensure().run(
+            ADAPTER, "--checkpoint", checkpoint, "--out", *(target / name for name in names),
+            "--seed", ADAPTER_SEED, "--rank", rank, "--alpha", alpha,
+            "--targets", *adapter_targets(checkpoint, "every"),
+        )  # fmt: skip
 
     where = hashlib.sha256(str(Path(checkpoint).resolve()).encode()).hexdigest()[:8]
     name = f"adapters-{Path(checkpoint).parent.name}-{where}-n{count}-r{rank}-a{alpha:g}"

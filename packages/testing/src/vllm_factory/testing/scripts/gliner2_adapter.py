@@ -1,8 +1,11 @@
 """A seeded LoRA adapter for a GLiNER2 checkpoint, made with gliner2's own API (runs in the
 gliner2 venv)::
 
-    python gliner2_adapter.py --checkpoint DIR --out ADAPTER_DIR --seed 1 \
+    python gliner2_adapter.py --checkpoint DIR --out ADAPTER_DIR [DIR ...] --seed 1 \
         [--rank 4] [--alpha 8] [--targets encoder ...] [--legacy-out LEGACY_DIR]
+
+Several ``--out`` folders: one adapter each, the k-th drawn with seed ``--seed`` + k, in one
+process (gliner2 imported once: the bench's eight adapters).
 
 ``GLiNER2.from_pretrained(checkpoint).apply_lora(r, alpha, targets=...)`` (gliner2 2.1's LoRA
 entry point: PEFT's ``LoraConfig`` on the modules its target groups resolve to; ``encoder``:
@@ -91,17 +94,20 @@ def make_adapter(checkpoint: Path, out: Path, seed: int, rank: int, alpha: float
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", required=True, type=Path)
-    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path, nargs="+")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rank", type=int, default=4)
     ap.add_argument("--alpha", type=float, default=8.0)
     ap.add_argument("--targets", nargs="+", default=["encoder"])
     ap.add_argument("--legacy-out", type=Path)
     args = ap.parse_args()
-    torch.manual_seed(args.seed)
-    figures = make_adapter(args.checkpoint, args.out, args.seed, args.rank, args.alpha,
-                           args.targets, args.legacy_out)  # fmt: skip
-    print(json.dumps(figures))
+    if len(args.out) > 1 and args.legacy_out:
+        ap.error("--legacy-out goes with one --out")
+    for k, out in enumerate(args.out):
+        torch.manual_seed(args.seed + k)
+        figures = make_adapter(args.checkpoint, out, args.seed + k, args.rank, args.alpha,
+                               args.targets, args.legacy_out)  # fmt: skip
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":

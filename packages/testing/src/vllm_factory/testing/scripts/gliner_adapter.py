@@ -1,9 +1,12 @@
 """A seeded PEFT LoRA adapter on a GLiNER checkpoint's encoder, and gliner's outputs with it
 applied in process (runs in the gliner + peft venv)::
 
-    python gliner_adapter.py --checkpoint DIR --corpus corpus.json --out ADAPTER_DIR \
+    python gliner_adapter.py --checkpoint DIR --corpus corpus.json --out ADAPTER_DIR [DIR ...] \
         [--out-scores scores.npz --entities entities.json] --seed 1 \
         [--rank 4] [--alpha 8] --targets query_proj value_proj ... [--whole-model]
+
+Several ``--out`` folders: one adapter each, the k-th drawn with seed ``--seed`` + k, in one
+process (gliner and PEFT imported once: the bench's eight adapters).
 
 The adapter is PEFT's ``LoraConfig`` on gliner's encoder, the Hugging Face model at
 ``model.model.token_rep_layer.bert_layer.model``: the module gliner.serve's PolyLoRA wraps,
@@ -92,7 +95,7 @@ def with_adapter(checkpoint: Path, adapter: Path, whole: bool):
 def main() -> None:
     from gliner_encode import entity_lists, score_arrays
 
-    ap = script_parser(__doc__, "corpus")
+    ap = script_parser(__doc__, "corpus", outs=True)
     ap.add_argument("--out-scores", type=Path)
     ap.add_argument("--entities", type=Path)
     ap.add_argument("--seed", type=int, default=1)
@@ -101,14 +104,16 @@ def main() -> None:
     ap.add_argument("--targets", nargs="+", required=True)
     ap.add_argument("--whole-model", action="store_true")
     args = ap.parse_args()
-    torch.manual_seed(args.seed)
-    figures, adapted = make_adapter(
-        args.checkpoint, args.out, args.seed, args.rank, args.alpha, args.targets, args.whole_model
-    )
-    model = with_adapter(args.checkpoint, args.out, args.whole_model)
-    reloaded = float(np.abs(probe(model) - adapted).max())
-    assert reloaded < 1e-6, f"the reloaded adapter differs from the saved model: {reloaded}"
-    print(json.dumps(figures))
+    if len(args.out) > 1 and (args.out_scores or args.entities):
+        ap.error("--out-scores and --entities go with one --out")
+    for k, out in enumerate(args.out):
+        torch.manual_seed(args.seed + k)
+        figures, adapted = make_adapter(args.checkpoint, out, args.seed + k, args.rank,
+                                        args.alpha, args.targets, args.whole_model)  # fmt: skip
+        model = with_adapter(args.checkpoint, out, args.whole_model)
+        reloaded = float(np.abs(probe(model) - adapted).max())
+        assert reloaded < 1e-6, f"the reloaded adapter differs from the saved model: {reloaded}"
+        print(json.dumps(figures))
     if args.out_scores is None or args.entities is None:
         return
     corpus = json.loads(args.corpus.read_text(encoding="utf-8"))

@@ -115,12 +115,14 @@ def modernbert_backbone(tok, s: dict, seed: int, initializer_range: float = 0.1)
     return ModernBertModel(config).eval()
 
 
-def script_parser(doc: str, inputs: str) -> argparse.ArgumentParser:
+def script_parser(doc: str, inputs: str, outs: bool = False) -> argparse.ArgumentParser:
     """A reference script's command line with its three required paths: ``--checkpoint``,
-    ``--<inputs>`` (the corpus or the cases) and ``--out``; the script adds its own options."""
+    ``--<inputs>`` (the corpus or the cases) and ``--out`` (``outs``: one or more, a list);
+    the script adds its own options."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    for option in ("--checkpoint", f"--{inputs}", "--out"):
+    for option in ("--checkpoint", f"--{inputs}"):
         ap.add_argument(option, required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path, nargs="+" if outs else None)
     return ap
 
 
