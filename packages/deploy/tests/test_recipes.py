@@ -85,6 +85,13 @@ def test_dockerfiles_copy_what_exists():
                 assert (ROOT / source).exists(), (dockerfile.name, source)
 
 
+def image_hf_home() -> str:
+    """The Hugging Face cache the model image sets (``ENV HF_HOME``), where the recipes mount
+    their cache volume."""
+    dockerfile = (DEPLOY / "docker" / "Dockerfile").read_text()
+    return re.search(r"^ENV HF_HOME=(\S+)$", dockerfile, flags=re.MULTILINE).group(1)
+
+
 def test_compose_wires_the_router_models():
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]
@@ -98,6 +105,7 @@ def test_compose_wires_the_router_models():
         assert served_name(args) == name and name in ROUTER_MODELS
         assert args[args.index("--port") + 1] == "8000"
         assert "http://localhost:8000/health" in " ".join(service["healthcheck"]["test"])
+        assert f"hf-cache:{image_hf_home()}" in service["volumes"]
         assert router["environment"][ROUTER_MODELS[name].removeprefix("os.environ/")] == (
             f"http://{name}:8000"
         )
@@ -127,6 +135,8 @@ def test_kubernetes_manifests_validate_against_the_schemas():
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         assert served_name(container["args"]) == name and name in ROUTER_MODELS
         assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+        mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
+        assert mounts["hf-cache"] == image_hf_home()
         assert deployment["spec"]["replicas"] >= 2
         assert ("Service", name) in kinds and ("HorizontalPodAutoscaler", name) in kinds
         assert router_env[ROUTER_MODELS[name].removeprefix("os.environ/")] == f"http://{name}:8000"
