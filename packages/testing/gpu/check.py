@@ -126,21 +126,26 @@ class Result:
 
 def model_packages(only: list[str] | None, suite: str = "parity") -> dict[str, tuple[Path, str]]:
     """``{plugin: (package dir, suite file)}`` for every package that ships an IOProcessor
-    plugin and the suite (``tests/integration/test_<suite>.py``; ``parity`` by default). A
-    package's checkpoint variants with that suite of their own (``tests/<variant>/
-    test_*<suite>.py``, e.g. GLiNER bi-encoders) are plugins ``<plugin>.<variant>``."""
-    main_suite = f"tests/integration/test_{suite}.py"
+    plugin and the suite (``tests/integration/test_<suite>.py``, or a suite folder of its own,
+    ``tests/<suite>/test_<suite>.py``, as ``lora``; ``parity`` by default). A package's
+    checkpoint variants with that suite of their own (``tests/<variant>/test_*<suite>.py``,
+    e.g. GLiNER bi-encoders) are plugins ``<plugin>.<variant>``."""
     found = {}
     for package in workspace.packages():
         pyproject = package.path / "pyproject.toml"
         project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
         plugins = project.get("entry-points", {}).get("vllm.io_processor_plugins", {})
-        if package.served and plugins and (package.path / main_suite).exists():
+        main_suite = next(
+            (f for f in (f"tests/integration/test_{suite}.py", f"tests/{suite}/test_{suite}.py")
+             if (package.path / f).exists()),
+            None,
+        )  # fmt: skip
+        if package.served and plugins and main_suite:
             name = next(iter(plugins)).removesuffix("_io")
             found[name] = (package.path, main_suite)
             for path in sorted(package.path.glob(f"tests/*/test_*{suite}.py")):
                 variant = path.parent.name
-                if variant != "integration":
+                if variant not in ("integration", suite):
                     found[f"{name}.{variant}"] = (
                         package.path,
                         str(path.relative_to(package.path)),
@@ -565,8 +570,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plugins", help="comma-separated (default: every model package)")
     parser.add_argument(
         "--suite", default="parity",
-        help="each package's tests/integration/test_<suite>.py to run: parity (default), "
-        "seed_readme (vLLM Factory 0.2's commands and requests), hostile, fuzz",
+        help="each package's tests/integration/test_<suite>.py (or tests/<suite>/test_<suite>.py) "
+        "to run: parity (default), seed_readme (vLLM Factory 0.2's commands and requests), "
+        "hostile, fuzz, lora (per-request LoRA adapters; the GLiNER and GLiNER2 packages)",
     )  # fmt: skip
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--modes", default=",".join(MODES))

@@ -60,6 +60,8 @@ for folder in sys.argv[1:]:
     every = getattr(module, "reference_dirs", None)
     for built in every() if every else [module.reference_dir()]:
         print(built, flush=True)
+    for built in getattr(module, "adapter_dirs", list)():  # the LoRA suite's adapters
+        print(built, flush=True)
 """
 
 

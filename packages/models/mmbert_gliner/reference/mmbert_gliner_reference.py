@@ -11,10 +11,12 @@ from vllm_factory.testing.gliner.references import (
     GLiNERTokenReference,
     reference_dirs_of,
 )
+from vllm_factory.testing.refenv import adapter_dirs_of
 
 CORPUS, gliner_env, build_checkpoint, reference_dir = GLiNERReference(__file__).exports()
 BI_ENCODER = GLiNERReference(__file__, variant="bi-encoder-bert")
 TOKEN_LEVEL = GLiNERTokenReference(__file__)  # span_mode token_level (tests/token_level)
 reference_dirs = reference_dirs_of(GLiNERReference(__file__), BI_ENCODER, TOKEN_LEVEL)
+adapter_dirs = adapter_dirs_of(GLiNERReference(__file__))  # the LoRA suite's (tests/lora)
 glinker_env = references.glinker_env  # its glinker tests' venv (reference-envs, pyproject.toml)
 gliner_peft_env = references.gliner_peft_env  # its LoRA suite's venv (reference-envs)

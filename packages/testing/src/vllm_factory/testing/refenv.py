@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,13 @@ def package_reference(package: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.REFERENCE
+
+
+def adapter_dirs_of(reference: Any) -> Callable[[], list[Path]]:
+    """A package reference module's ``adapter_dirs()``: its LoRA suite's adapters folder
+    (``reference.adapters_dir()``), which the GPU check's staging builds beside the reference
+    folders."""
+    return lambda: [reference.adapters_dir()]
 
 
 def artifact_dir(name: str, inputs: Sequence[Path], root: Path | None = None) -> Path:

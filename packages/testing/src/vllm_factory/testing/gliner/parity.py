@@ -70,12 +70,15 @@ def _valid(scores: np.ndarray, n_words: int) -> np.ndarray:
     return np.arange(scores.shape[0])[:, None] + np.arange(scores.shape[1])[None, :] < n_words
 
 
-def _library_run(server, reference_dir: Path, reference_scores) -> dict | None:
+def _library_run(
+    server, reference_dir: Path, reference_scores, path: Path | None = None
+) -> dict | None:
     """gliner's own scores in the server's dtype (None in fp32), and the largest distance of
-    them from gliner's fp32 scores."""
+    them from gliner's fp32 scores. ``path``: that run's file (default the reference's,
+    ``ref-scores-bf16.npz``; the LoRA suite's: gliner's bf16 run with an adapter)."""
     if server.dtype == "float32":
         return None
-    path = reference_dir / "ref-scores-bf16.npz"
+    path = path or reference_dir / "ref-scores-bf16.npz"
     assert path.exists(), f"no gliner {server.dtype} run in {reference_dir}"
     data = np.load(path)
     own = {key: data[key] for key in data.files if key.startswith("scores_")}

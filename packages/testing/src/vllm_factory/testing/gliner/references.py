@@ -178,7 +178,8 @@ class GLiNERReference:
         )
         for name, (arguments, targets) in ADAPTERS.items():
             outputs = ["--out-scores", target / f"{name}-scores.npz",
-                       "--entities", target / f"{name}-entities.json"]  # fmt: skip
+                       "--entities", target / f"{name}-entities.json",
+                       "--bf16-out-scores", target / f"{name}-scores-bf16.npz"]  # fmt: skip
             env.run(
                 ADAPTER, "--checkpoint", checkpoint, "--corpus", lora_corpus, "--out", target / name,
                 *(outputs if name in ENCODED_ADAPTERS else []), *arguments,
@@ -190,7 +191,8 @@ class GLiNERReference:
         :data:`ADAPTERS` (PEFT's layout) on :meth:`reference_dir`'s checkpoint, and for each of
         :data:`ENCODED_ADAPTERS` gliner's outputs with it applied in process: ``<name>-scores.npz``
         and ``<name>-entities.json``, in :meth:`reference_dir`'s format, the entity lists at
-        :data:`LORA_THRESHOLDS` (``corpus.json``: the corpus with those thresholds)."""
+        :data:`LORA_THRESHOLDS` (``corpus.json``: the corpus with those thresholds), and
+        ``<name>-scores-bf16.npz``, the scores of gliner's own bf16 run with the adapter."""
         base = self.reference_dir()
         inputs = [ADAPTER, LORA_WEIGHTS, LORA_TARGETS, ENCODE, PEFT_REQUIREMENTS,
                   KIT / "references.py"]  # fmt: skip

@@ -67,11 +67,15 @@ def test_prompt_ids_match_library(cases, reference_dir: Path, reference_scores):
         assert prompt.token_ids == want, case["id"]
 
 
-def _library_bf16(reference_dir: Path, reference_results: dict, reference_scores) -> dict:
-    """The library's own bf16 run of the cases: its largest score distance from its fp32
-    scores, and in how many cases its counts and its results differ from fp32."""
-    results = json.loads((reference_dir / "ref-results-bf16.json").read_text(encoding="utf-8"))
-    data = np.load(reference_dir / "ref-scores-bf16.npz")
+def _library_bf16(
+    folder: Path, reference_results: dict, reference_scores, prefix: str = "ref"
+) -> dict:
+    """The library's own bf16 run of the cases (``<prefix>-results-bf16.json`` and
+    ``<prefix>-scores-bf16.npz`` in ``folder``; the LoRA suite's: with an adapter): its largest
+    score distance from its fp32 scores, and in how many cases its counts and its results
+    differ from fp32."""
+    results = json.loads((folder / f"{prefix}-results-bf16.json").read_text(encoding="utf-8"))
+    data = np.load(folder / f"{prefix}-scores-bf16.npz")
     worst, count_flips, result_flips = 0.0, 0, 0
     for cid, entry in results.items():
         if cid.startswith("_"):
@@ -89,12 +93,12 @@ def _library_bf16(reference_dir: Path, reference_results: dict, reference_scores
     return {"max_abs_diff": worst, "count_flips": count_flips, "result_flips": result_flips}
 
 
-def fp32_noise(reference_dir: Path, reference_scores) -> float:
+def fp32_noise(reference_dir: Path, reference_scores, prefix: str = "ref") -> float:
     """How far float32 rounding alone moves the library's scores on this checkpoint: the
     largest |fp32 - float64| of its own runs. The tiny checkpoint's calibrated heads amplify
     encoder noise (near-identical marker states, scaled up to spread the scores), so this can
     exceed the family-wide fp32 limit; two fp32 runs may each be that far from exact."""
-    data = np.load(reference_dir / "ref-scores-fp64.npz")
+    data = np.load(reference_dir / f"{prefix}-scores-fp64.npz")
     worst = 0.0
     for key in data.files:
         want = reference_scores.get(key)
@@ -105,14 +109,16 @@ def fp32_noise(reference_dir: Path, reference_scores) -> float:
     return worst
 
 
-def _limits(server, reference_dir: Path, reference_results, reference_scores):
+def _limits(server, reference_dir: Path, reference_results, reference_scores, prefix="ref"):
     """(tolerance, the library's own bf16 figures or None in fp32). In fp32 the score limit is
-    the family-wide one or FP32_NOISE_FACTOR x the checkpoint's own fp32 noise, the larger."""
+    the family-wide one or FP32_NOISE_FACTOR x the checkpoint's own fp32 noise, the larger.
+    ``prefix``: the library runs' file names in ``reference_dir`` (the LoRA suite's: an
+    adapter's)."""
     if server.dtype == "float32":
         base = tolerance("float32")
-        noise = fp32_noise(reference_dir, reference_scores)
+        noise = fp32_noise(reference_dir, reference_scores, prefix)
         return replace(base, score=max(base.score, FP32_NOISE_FACTOR * noise)), None
-    library = _library_bf16(reference_dir, reference_results, reference_scores)
+    library = _library_bf16(reference_dir, reference_results, reference_scores, prefix)
     limits = tolerance(server.dtype, LibraryError(max_abs_diff=library["max_abs_diff"]))
     return limits, library
 

@@ -46,6 +46,9 @@ ENCODED_ADAPTERS = ("lora-a", "lora-b", "lora-a-legacy")
 # gliner2 cannot load back a legacy adapter of such an encoder, so ``lora-a-legacy`` is made
 # only for these encoders.
 LEGACY_ENCODERS = ("deberta-v2",)
+# The library's runs of the cases, by file suffix: fp32 (the reference), bf16 (what bf16 costs
+# the library itself: the yardstick of a bf16 server) and float64 (its fp32 noise).
+RUNS = (("", "float32"), ("-bf16", "bfloat16"), ("-fp64", "float64"))
 KIT_INPUTS = [REQUIREMENTS, CASES, ENCODE, SCRIPTS / "gliner2_checkpoint.py",
               SCRIPTS / "deberta_checkpoint.py", SCRIPTS / "tiny_checkpoint.py"]  # fmt: skip
 
@@ -100,7 +103,7 @@ class GLiNER2Reference:
         checkpoint = self.build_checkpoint(
             target / "checkpoint", report=target / "calibration.json"
         )
-        for suffix, dtype in (("", "float32"), ("-bf16", "bfloat16"), ("-fp64", "float64")):
+        for suffix, dtype in RUNS:
             gliner2_env().run(
                 ENCODE, "--checkpoint", checkpoint, "--cases", CASES,
                 "--out-results", target / f"ref-results{suffix}.json",
@@ -129,7 +132,7 @@ class GLiNER2Reference:
                 "--targets", *adapter_targets(checkpoint, targets),
             )  # fmt: skip
         for name in (name for name in ENCODED_ADAPTERS if (target / name).is_dir()):
-            for suffix, dtype in (("", "float32"), ("-fp64", "float64")):
+            for suffix, dtype in RUNS:
                 env.run(
                     ENCODE, "--checkpoint", checkpoint, "--cases", CASES,
                     "--adapter", target / name, "--dtype", dtype,
@@ -142,7 +145,7 @@ class GLiNER2Reference:
         :data:`ADAPTERS` (PEFT's layout, as gliner2 saves it; ``lora-a-legacy`` gliner2's
         legacy layout, for :data:`LEGACY_ENCODERS` only) on :meth:`reference_dir`'s checkpoint, and for each of :data:`ENCODED_ADAPTERS` made gliner2's runs of the cases with
         ``load_adapter`` (``<name>-results.json`` + ``<name>-scores.npz`` in float32,
-        ``-fp64`` in float64), in :meth:`reference_dir`'s format."""
+        ``-bf16`` in bfloat16, ``-fp64`` in float64), in :meth:`reference_dir`'s format."""
         base = self.reference_dir()
         return cached_artifact(
             f"{base.name}-lora",

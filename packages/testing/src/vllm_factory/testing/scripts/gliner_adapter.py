@@ -2,7 +2,8 @@
 applied in process (runs in the gliner + peft venv)::
 
     python gliner_adapter.py --checkpoint DIR --corpus corpus.json --out ADAPTER_DIR [DIR ...] \
-        [--out-scores scores.npz --entities entities.json] --seed 1 \
+        [--out-scores scores.npz --entities entities.json [--bf16-out-scores bf16.npz]] \
+        --seed 1 \
         [--rank 4] [--alpha 8] --targets query_proj value_proj ... [--whole-model]
 
 Several ``--out`` folders: one adapter each, the k-th drawn with seed ``--seed`` + k, in one
@@ -26,7 +27,9 @@ The outputs are those of a fresh gliner model whose encoder is replaced by
 ``PeftModel.from_pretrained(encoder, out)`` (the saved adapter, as a server loads it), in the
 parity suite's format (``gliner_encode.py``), when asked for: ``--out-scores`` the token ids, word counts and
 span x label scores of every (label set, text); ``--entities`` ``GLiNER.inference``'s entity
-lists per label set, decoding mode and threshold.
+lists per label set, decoding mode and threshold; ``--bf16-out-scores`` the score tensors again
+from a fresh copy of that model cast to bf16 (gliner's own bf16 run with the adapter, the GPU
+check's yardstick).
 
 Checks: the adapter moves gliner's scores (a LoRA that changed nothing would make every parity
 test of it vacuous), and the reloaded adapter gives the scores of the model it was made on.
@@ -98,14 +101,15 @@ def main() -> None:
     ap = script_parser(__doc__, "corpus", outs=True)
     ap.add_argument("--out-scores", type=Path)
     ap.add_argument("--entities", type=Path)
+    ap.add_argument("--bf16-out-scores", type=Path)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rank", type=int, default=4)
     ap.add_argument("--alpha", type=float, default=8.0)
     ap.add_argument("--targets", nargs="+", required=True)
     ap.add_argument("--whole-model", action="store_true")
     args = ap.parse_args()
-    if len(args.out) > 1 and (args.out_scores or args.entities):
-        ap.error("--out-scores and --entities go with one --out")
+    if len(args.out) > 1 and (args.out_scores or args.entities or args.bf16_out_scores):
+        ap.error("--out-scores, --entities and --bf16-out-scores go with one --out")
     for k, out in enumerate(args.out):
         torch.manual_seed(args.seed + k)
         figures, adapted = make_adapter(args.checkpoint, out, args.seed + k, args.rank,
@@ -121,6 +125,9 @@ def main() -> None:
     entities = entity_lists(model, corpus)
     entities["adapter"] = figures
     args.entities.write_text(json.dumps(entities, ensure_ascii=False), encoding="utf-8")
+    if args.bf16_out_scores is not None:
+        bf16 = with_adapter(args.checkpoint, args.out[-1], args.whole_model).to(torch.bfloat16)
+        np.savez(args.bf16_out_scores, **score_arrays(bf16, corpus))
 
 
 if __name__ == "__main__":
