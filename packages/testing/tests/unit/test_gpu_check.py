@@ -103,3 +103,17 @@ def test_results_name_no_folder_of_the_host(check, tmp_path):
         text = (tmp_path / name).read_text()
         assert "colpali_encode.py" in text and "'images'" in text
         assert not any(root in text for root in ("/opt/", "/work/", "/root/"))
+
+
+def test_suites_found_in_integration_or_their_own_folder(check):
+    """``--suite parity`` finds tests/integration/test_parity.py and the checkpoint variants'
+    suites; ``--suite lora`` the LoRA suite's own folder, tests/lora/test_lora.py, of exactly
+    the packages that have one (no ``.lora`` variant of it)."""
+    parity = check.model_packages(None)
+    assert parity["deberta_gliner"][1] == "tests/integration/test_parity.py"
+    assert parity["deberta_gliner.bi_encoder"][1] == "tests/bi_encoder/test_bi_encoder_parity.py"
+    lora = check.model_packages(None, "lora")
+    assert sorted(lora) == [
+        "deberta_gliner", "deberta_gliner2", "mmbert_gliner", "mmbert_gliner2", "mt5_gliner"
+    ]  # fmt: skip
+    assert {suite for _, suite in lora.values()} == {"tests/lora/test_lora.py"}
