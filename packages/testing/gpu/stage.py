@@ -59,9 +59,9 @@ for folder in sys.argv[1:]:
     module = importlib.import_module(folder.rstrip("/").split("/")[-2] + "_reference")
     every = getattr(module, "reference_dirs", None)
     for built in every() if every else [module.reference_dir()]:
-        print(built, flush=True)
+        print("built:", built, flush=True)
     for built in getattr(module, "adapter_dirs", list)():  # the LoRA suite's adapters
-        print(built, flush=True)
+        print("built:", built, flush=True)
 """
 
 
@@ -85,7 +85,8 @@ def build_wheels(dest: Path) -> list[Path]:
 
 
 def reference_folders(python: str) -> list[Path]:
-    """Build (or find, cached) every model package's reference folder."""
+    """Build (or find, cached) every model package's reference folder, and the adapters
+    folders of the packages' LoRA suites."""
     folders = sorted(
         {
             str(Path(p).parent)
@@ -111,7 +112,8 @@ def reference_folders(python: str) -> list[Path]:
         capture_output=True,
         text=True,
     )
-    return [Path(line) for line in done.stdout.splitlines() if line.strip()]
+    # Only the marked lines: the builders' own scripts print to the same stdout.
+    return [Path(line[7:]) for line in done.stdout.splitlines() if line.startswith("built: ")]
 
 
 def copy_references(folders: list[Path], dest: Path) -> None:
