@@ -25,6 +25,7 @@ and results differing no more often than in that run (x ``library_factor()``, + 
 from __future__ import annotations
 
 import json
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,7 +43,7 @@ MAX_LORA_RANK = 8
 # More concurrent requests than the 2-core server steps at once, so steps mix adapters.
 CLIENTS = 12
 # An adapter found by name in a folder of adapters (vLLM's filesystem resolver), not named at
-# start-up: a link to the kit's ``lora-b``.
+# start-up: a copy of the kit's ``lora-b``.
 FOLDER_ADAPTER, FOLDER_SOURCE = "found-in-folder", "lora-b"
 
 
@@ -73,7 +74,7 @@ def lora_server(reference_dir: Path, lora_dir: Path, tmp_path_factory):
 
     converted = tmp_path_factory.mktemp("converted-adapters")
     folder = tmp_path_factory.mktemp("adapter-folder")  # vLLM's filesystem resolver reads it
-    (folder / FOLDER_ADAPTER).symlink_to(lora_dir / FOLDER_SOURCE, target_is_directory=True)
+    served_as(lora_dir / FOLDER_SOURCE, folder / FOLDER_ADAPTER, reference_dir / "checkpoint")
     modules = [f"{name}={served_folder(lora_dir, name, converted)}" for name in made(lora_dir)]
     args = [*CONFIG_FORMAT, "--enable-lora", "--lora-modules", *modules,
             "--max-loras", str(len(modules)), "--max-lora-rank", str(MAX_LORA_RANK)]  # fmt: skip
@@ -81,6 +82,17 @@ def lora_server(reference_dir: Path, lora_dir: Path, tmp_path_factory):
     with VllmServer(reference_dir / "checkpoint", extra_args=args, env=env) as running:
         print(f"\nvLLM server (LoRA) healthy after {running.startup_seconds:.1f} s")
         yield running
+
+
+def served_as(adapter: Path, out: Path, model: Path) -> None:
+    """``adapter`` copied to ``out`` for vLLM's filesystem resolver, which takes an adapter
+    whose ``base_model_name_or_path`` is the served model's name (here its path, as served):
+    where the adapter was made, that names the checkpoint's folder on the machine that made
+    it, as PEFT saves it."""
+    shutil.copytree(adapter, out)
+    config = json.loads((out / "adapter_config.json").read_text(encoding="utf-8"))
+    config["base_model_name_or_path"] = str(model)
+    (out / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
 
 
 def made(lora_dir: Path) -> list[str]:
@@ -209,19 +221,32 @@ def test_mixed_requests_answer_as_alone(lora_served, lora_server, lora_limits, c
     (base, a, b, base, ...; the clients keep about as many of each in flight): each answer is
     the one the same request got alone, scores within its name's limit; and the server ran fewer
     steps than requests, so some steps held several requests (how many varies with the
-    machine's load)."""
+    machine's load). Below fp32 a request batched with others rounds differently: per name, as
+    many answers may differ (result, instance counts or scores) as the parity bound allows
+    the library's own run in that dtype (``library_factor()`` x its differing results and
+    counts, + 1)."""
     jobs = [(name, case) for case in cases for name in lora_served]
     before = steps(lora_server)
     with ThreadPoolExecutor(CLIENTS) as pool:
         answers = list(pool.map(lambda job: post(lora_server, *job), jobs))
     ran = steps(lora_server) - before
+    differing: dict[str, list[str]] = {name: [] for name in lora_served}
     for (name, case), got in zip(jobs, answers):
-        alone, limit = lora_served[name][case["id"]], lora_limits[name][0].score
-        same_result(got["result"], alone["result"], limit, f"{name} {case['id']}")
-        for mine, theirs in zip(got["scores"], alone["scores"]):
-            same_result(mine, theirs, limit, f"{name} {case['id']} scores")
+        (limits, own), alone = lora_limits[name], lora_served[name][case["id"]]
+        try:
+            same_result(got, alone, limits.score, f"{name} {case['id']}")
+        except AssertionError as error:
+            if own is None:
+                raise
+            differing[name].append(str(error)[:200])
     assert ran < len(jobs), (ran, len(jobs))
-    print(f"\n{len(jobs)} requests by {CLIENTS} clients in {ran:.0f} steps")
+    print(f"\n{len(jobs)} requests by {CLIENTS} clients in {ran:.0f} steps; answers differing "
+          f"from alone: {({n: len(d) for n, d in differing.items()})}")  # fmt: skip
+    for name, found in differing.items():
+        own = lora_limits[name][1]
+        if own is not None:
+            allowed = library_factor() * (own["result_flips"] + own["count_flips"]) + 1
+            assert len(found) <= allowed, (name, len(found), own, found[:3])
 
 
 def test_unknown_adapter_refused(lora_server, cases):
