@@ -163,3 +163,18 @@ def test_gliner_specs_offer_the_long_workload() -> None:
     assert long2("m", "t", "float")["data"]["long_text"] == "window"
     rng = random.Random(0)
     assert len(bench.word_stream(POOL, 50, rng)) == 50
+
+
+def test_gliner2_servers_take_prompts_past_the_encoders_positions(tmp_path: Path) -> None:
+    """512-token texts and the bench schema make 609-token prompts: vLLM refuses a
+    --max-model-len past DeBERTa's 512 positions unless the server's environment allows it, so
+    every GLiNER2 server of the default workload starts with it (the long workload's too)."""
+    from vllm_factory.testing.gliner2.bench import GLiNER2BenchSpec
+
+    spec = GLiNER2BenchSpec(tmp_path / "bench_spec.py")
+    for workload in ("", bench.LONG):
+        spec.workload = workload
+        servers = spec.servers(tmp_path)
+        assert servers and all(
+            s.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1" for s in servers
+        ), workload

@@ -292,8 +292,8 @@ class GLiNER2BenchSpec(TextBenchSpec):
     def max_model_len(self, checkpoint: Path, max_tokens: int) -> int:
         """The longest text plus the schema prompt, at least 512. Past 512 (the encoder's
         ``max_position_embeddings``; its relative positions are log-bucketed, and gliner2 reads
-        any length) vLLM starts only with ``--server-env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``:
-        512-token texts take 609."""
+        any length) vLLM starts only with ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``, which the
+        plugin's servers set (:func:`plugin_server`): 512-token texts take 609."""
         _, full = _prompt_counter(checkpoint)
         if self.workload == bench.LONG and self._config is not None:
             documents = self.corpus(self._config, checkpoint)
@@ -328,8 +328,6 @@ class GLiNER2BenchSpec(TextBenchSpec):
                 "plugin",
                 f"plugin deberta_{self.name}_io" + (", windows" if long else ""),
                 make_body=long_plugin_body if long else plugin_body,
-                # the windows' prompts may pass the encoder's 512 positions (max_model_len)
-                env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if long else {},
             )
         ]
 
@@ -361,11 +359,13 @@ def plugin_server(
     **more: Any,
 ) -> ServerSpec:
     """The plugin's server (``--config-format gliner2`` names its IOProcessor), answering
-    :func:`check_plugin`'s shape; ``more``: :class:`ServerSpec`'s other fields."""
+    :func:`check_plugin`'s shape; ``more``: :class:`ServerSpec`'s other fields. It starts
+    with ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``: a prompt (schema + text) may pass the encoder's
+    512 positions (:meth:`GLiNER2BenchSpec.max_model_len`)."""
     return ServerSpec(
         name=name, label=label, io_processor_plugin=None, hf_overrides=None,
         make_body=make_body, check=check_plugin, extra_args=extra_args,
-        describe=describe_extractions, **more,
+        describe=describe_extractions, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}, **more,
     )  # fmt: skip
 
 
