@@ -546,6 +546,39 @@ def test_a_baseline_that_does_not_start_is_reported_and_the_run_goes_on() -> Non
         bench.run_servers([_spec("plugin")], lambda server: StandInRun(server, events, no_ray))
 
 
+def test_each_server_done_is_told_with_the_results_so_far() -> None:
+    """The bench writes its report after each server (``measured``), so a run stopped midway
+    (a lent GPU's time limit: on 2026-12-07 a LoRA bench lost its measured base server this
+    way) keeps what it measured."""
+    events: list[str] = []
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def prepare(server: bench.ServerSpec) -> StandInRun:
+        return StandInRun(server, events, "server exited" if server.name == "peer" else "")
+
+    specs = [_spec("base"), _spec("peer"), _spec("plugin")]
+    bench.run_servers(specs, prepare, measured=lambda r, f: seen.append((list(r), list(f))))
+    assert seen == [(["base"], []), (["base"], ["peer"]), (["base", "plugin"], ["peer"])]
+
+
+def test_an_unfinished_report_renders_what_it_measured(tmp_path: Path) -> None:
+    """After the reference alone, or with the plugin's server not reached, the report is
+    written all the same and says which servers it lacks."""
+    pytest.importorskip("matplotlib")
+    report = {**_report(), "unfinished": ["base", "plugin"]}
+    report["servers"] = {}
+    report["factors"] = bench.factors(report)
+    text = bench_report.markdown(report)
+    assert "**Unfinished**: the run stopped before base, plugin" in text
+    paths = bench_report.write_all(report, tmp_path, "partial")
+    assert json.loads(paths[0].read_text())["unfinished"] == ["base", "plugin"]
+    report["servers"] = {"base": {"label": "base", "points": [_point(64, 300.0)]}}
+    report["unfinished"] = ["plugin"]
+    text = bench_report.markdown(report)
+    assert "stopped before plugin;" in text and "300.00" in text
+    assert "Unfinished" not in bench_report.markdown(_report())
+
+
 def test_a_start_failure_names_the_engine_cores_error() -> None:
     """vLLM's API process ends with a wrapper that points "above"; the report must carry the
     engine core's own error (an H200 run said only "Engine core initialization failed")."""

@@ -1255,6 +1255,7 @@ def run_servers(
     specs: Sequence[ServerSpec],
     prepare: Callable[[ServerSpec], ServerRun],
     interleave: bool = False,
+    measured: Callable[[dict[str, dict[str, Any]], dict[str, str]], None] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Every server's rounds, then its finish: (results by name, why each baseline did not
     start). One after the other by default (each :class:`ServerRun` prepared when its turn
@@ -1264,7 +1265,8 @@ def run_servers(
 
     A baseline that does not start (a peer server whose dependencies the host lacks, say) is
     reported and skipped, so the points already measured still reach the JSON; the plugin
-    not starting ends the run (what started is stopped)."""
+    not starting ends the run (what started is stopped). ``measured`` is told the results so
+    far each time a server is done (measured or failed to start)."""
     results: dict[str, dict[str, Any]] = {}
     failed: dict[str, str] = {}
 
@@ -1283,6 +1285,8 @@ def run_servers(
             for run in group:
                 run.sweep(round_index)
         results.update({run.spec.name: run.finish() for run in group})
+        if measured is not None:
+            measured(results, failed)
 
     if interleave:
         with contextlib.ExitStack() as stack:
@@ -1596,11 +1600,37 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "reference": None,
         "servers": {},
     }
+    report["loadavg_start"] = list(loadavg_start)
+    folder = args.out_dir / name if args.out_dir else bench_report.results_folder(repo_root(), name)
+    workload = f"{config.workload}-" if config.workload else ""
+    stem = bench_report.record_stem(args.tag or f"{spec.name}-{workload}{config.mode}")
+    reporter: Any = bench_report
+    if config.workload == LONG:
+        from vllm_factory.testing import long_report as reporter
+
+    def record(results: dict[str, dict[str, Any]], failed: dict[str, str]) -> list[Path]:
+        """The report as it stands, written after the reference and after each server: a run
+        stopped midway (a lent GPU's time limit) keeps what it measured, the servers it did
+        not reach named in ``unfinished``."""
+        report["servers"] = dict(results)
+        if failed:
+            report["failed_servers"] = dict(failed)
+        left = [s.name for s in servers if s.name not in results and s.name not in failed]
+        if left:
+            report["unfinished"] = left
+        else:
+            report.pop("unfinished", None)
+        report["factors"] = factors(report)
+        report["loadavg_end"] = list(os.getloadavg())
+        report["total_seconds"] = time.monotonic() - started
+        return reporter.write_all(report, folder, stem)
+
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, logging_redirect_tqdm():
         progress = tqdm(total=n_points + (0 if config.skip_reference else 1), unit="point")
         if not config.skip_reference:
             progress.set_postfix_str(spec.reference_library)
             report["reference"] = run_reference(spec, config, checkpoint, corpus, Path(tmp))
+            record({}, {})
             progress.update(1)
 
         def prepared(server_spec: ServerSpec) -> ServerRun:
@@ -1608,23 +1638,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 server_spec, config, checkpoint, max_model_len, corpus, flops_list, peak, progress
             )
 
-        report["servers"], failed = run_servers(servers, prepared, config.interleave)
-        if failed:
-            report["failed_servers"] = failed
+        results, failed = run_servers(servers, prepared, config.interleave, record)
         progress.close()
-    report["factors"] = factors(report)
-    report["loadavg_start"] = list(loadavg_start)
-    report["loadavg_end"] = list(os.getloadavg())
-    report["total_seconds"] = time.monotonic() - started
-
-    folder = args.out_dir / name if args.out_dir else bench_report.results_folder(repo_root(), name)
-    workload = f"{config.workload}-" if config.workload else ""
-    stem = bench_report.record_stem(args.tag or f"{spec.name}-{workload}{config.mode}")
-    reporter: Any = bench_report
-    if config.workload == LONG:
-        from vllm_factory.testing import long_report as reporter
-    paths = reporter.write_all(report, folder, stem)
-    for path in paths:
+    for path in record(results, failed):
         logger.info("wrote %s", path)
     print(reporter.markdown(report))
     return report

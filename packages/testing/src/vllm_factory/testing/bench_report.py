@@ -270,6 +270,11 @@ def markdown(report: dict[str, Any]) -> str:
             f"{report.get('total_seconds', 0):.0f} s"
         ),
     ]
+    if report.get("unfinished"):
+        lines.append(
+            f"- **Unfinished**: the run stopped before {', '.join(report['unfinished'])}; this "
+            "report holds what it measured until then"
+        )
     lines += _output_lines(report)
     if report.get("matmul"):
         m = report["matmul"]
@@ -396,7 +401,8 @@ def charts(report: dict[str, Any], stem: Path) -> list[Path]:
     ax.set_ylabel("latency (ms)")
     ax.set_title(f"Latency percentiles: {title}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="x-small", ncol=2)
+    if ax.get_legend_handles_labels()[0]:  # none in a report written before any server
+        ax.legend(fontsize="x-small", ncol=2)
     paths.append(save_chart(fig, stem, "latency"))
     return paths
 
