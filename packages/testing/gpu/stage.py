@@ -113,7 +113,8 @@ def reference_folders(python: str) -> list[Path]:
         text=True,
     )
     # Only the marked lines: the builders' own scripts print to the same stdout.
-    return [Path(line[7:]) for line in done.stdout.splitlines() if line.startswith("built: ")]
+    marked = [line for line in done.stdout.splitlines() if line.startswith("built: ")]
+    return [Path(line.removeprefix("built: ")) for line in marked]
 
 
 def copy_references(folders: list[Path], dest: Path) -> None:

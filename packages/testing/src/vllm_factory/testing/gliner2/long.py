@@ -21,9 +21,9 @@ import random
 from pathlib import Path
 
 import pytest
-from vllm_factory.testing.gliner2.parity import same_result
+from vllm_factory.testing.gliner2.parity import allowed_differences, same_result
 from vllm_factory.testing.gliner2.references import KIT_INPUTS, gliner2_env
-from vllm_factory.testing.parity import library_factor, tolerance
+from vllm_factory.testing.parity import tolerance
 from vllm_factory.testing.refenv import SCRIPTS, cached_artifact
 
 __all__ = [
@@ -124,7 +124,7 @@ def _allowed_differences(long_reference: dict, dtype: str) -> int:
         return 0
     fp32, bf16 = long_reference["float32"], long_reference["bfloat16"]
     changed = sum(bf16[case["id"]]["result"] != fp32[case["id"]]["result"] for case in long_cases())
-    return int(library_factor() * changed) + 1
+    return int(allowed_differences(changed))
 
 
 def _differing(pairs: list[tuple[str, object, object]], limit: float) -> list[str]:

@@ -32,9 +32,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from vllm_factory.testing.fixtures import suite_names
-from vllm_factory.testing.gliner2.parity import _limits, same_result
+from vllm_factory.testing.gliner2.parity import _limits, allowed_differences, same_result
 from vllm_factory.testing.gliner2.references import ENCODED_ADAPTERS
-from vllm_factory.testing.parity import library_factor
 from vllm_factory.testing.report import record
 
 BASE = "base"
@@ -206,9 +205,8 @@ def test_adapters_match_library(
     print(f"\n{name} ({lora_server.dtype}): {values} scores, max |diff| {worst:.2e} (limit "
           f"{limits.score:.1e}); {count_flips} counts and {len(differing)} results differ")  # fmt: skip
     if own is not None:  # asserted once recorded
-        factor = library_factor()
-        assert count_flips <= factor * own["count_flips"] + 1, (count_flips, own)
-        assert len(differing) <= factor * own["result_flips"] + 1, (differing[:3], own)
+        assert count_flips <= allowed_differences(own["count_flips"]), (count_flips, own)
+        assert len(differing) <= allowed_differences(own["result_flips"]), (differing[:3], own)
 
 
 def steps(server) -> float:
@@ -245,7 +243,7 @@ def test_mixed_requests_answer_as_alone(lora_served, lora_server, lora_limits, c
     for name, found in differing.items():
         own = lora_limits[name][1]
         if own is not None:
-            allowed = library_factor() * (own["result_flips"] + own["count_flips"]) + 1
+            allowed = allowed_differences(own["result_flips"] + own["count_flips"])
             assert len(found) <= allowed, (name, len(found), own, found[:3])
 
 
