@@ -157,7 +157,7 @@ def test_linear_layers_take_the_engines_quantization(vllm_context) -> None:
         lambda engine: DebertaV2Encoder(config, vllm_config=engine, prefix="model")
     )
     assert asked == linears
-    assert len(linears) == config.num_hidden_layers * 8  # q, k, v, pos k, pos q, o, up, down
+    assert len(linears) == config.num_hidden_layers * 6  # qkv, pos k, pos q, o, up, down
 
 
 def test_layout_ops_split_the_compiled_graph(vllm_context) -> None:

@@ -1,10 +1,11 @@
 """DeBERTa-v2/v3 encoder from vLLM's parallel layers and vllm-factory kernels.
 
 Module and parameter names follow Hugging Face's ``DebertaV2Model`` (``embeddings.*``,
-``encoder.layer.N.attention.self.query_proj``, ``encoder.rel_embeddings``, ...), so loading is a
-prefix strip. Input and output are vLLM's flat packed batch: ``input_ids`` / ``positions`` of
-``[T]`` and hidden states ``[T, hidden]``; every sequence starts where its position is 0.
-Attention is ``flash_deberta_attention`` (Triton on CUDA, the PyTorch fallback elsewhere).
+``encoder.rel_embeddings``, ...), so loading is a prefix strip, except the attention's query /
+key / value layers: one packed ``qkv_proj`` here, their weights loaded as its shards. Input and
+output are vLLM's flat packed batch: ``input_ids`` / ``positions`` of ``[T]`` and hidden states
+``[T, hidden]``; every sequence starts where its position is 0. Attention is
+``flash_deberta_attention`` (Triton on CUDA, the PyTorch fallback elsewhere).
 
 Compiled by vLLM (``support_torch_compile``, inside an engine): everything that needs the
 sequence layout (attention and DeBERTa-v2's convolution) is a torch custom op,
@@ -27,7 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from vllm.compilation.decorators import support_torch_compile
-from vllm.model_executor.layers.linear import ColumnParallelLinear, RowParallelLinear
+from vllm.model_executor.layers.linear import (
+    ColumnParallelLinear,
+    QKVParallelLinear,
+    RowParallelLinear,
+)
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm_factory.core import compat, envs
 from vllm_factory.core.weights import load_by_name
@@ -48,6 +53,22 @@ logger = logging.getLogger(__name__)
 # Tried in order after the bare name; a model whose checkpoint nests the encoder deeper (GLiNER,
 # GLiNER2) strips its own prefix first.
 WEIGHT_PREFIXES: tuple[str, ...] = ("deberta.", "model.")
+
+# vLLM's LoRA (``--enable-lora``) on this encoder: a model class that serves adapters gives this
+# as its ``packed_modules_mapping``. A PEFT adapter has a LoRA pair per Hugging Face layer; vLLM
+# wraps the packed layer only when the mapping lists its parts, one LoRA slice per part.
+LORA_PACKED_MODULES: dict[str, list[str]] = {"qkv_proj": ["query_proj", "key_proj", "value_proj"]}
+_QKV_SHARDS = {"query_proj": "q", "key_proj": "k", "value_proj": "v"}
+
+
+def packed_name(name: str) -> tuple[str, str | None]:
+    """A Hugging Face parameter name -> ours and the ``qkv_proj`` shard it fills (else ``None``)."""
+    pieces = name.split(".")
+    if len(pieces) >= 2 and pieces[-2] in _QKV_SHARDS:
+        shard = _QKV_SHARDS[pieces[-2]]
+        return ".".join([*pieces[:-2], "qkv_proj", pieces[-1]]), shard
+    return name, None
+
 
 _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu,
@@ -161,30 +182,35 @@ class Embeddings(nn.Module):
         return self.LayerNorm(x)
 
 
-def projected_relative_scores(x: torch.Tensor, proj: nn.Module, rel: torch.Tensor) -> torch.Tensor:
+def base_projection(proj: nn.Module, rel: torch.Tensor) -> torch.Tensor:
+    """``proj``'s own weights on the relative rows, without the LoRA adapters vLLM may have
+    wrapped it with: those act per token (:func:`projected_relative_scores`), and the rows are
+    not tokens, so the wrapper's forward (which maps rows to tokens) cannot project them."""
+    return getattr(proj, "base_layer", proj)(rel)[0]
+
+
+def projected_relative_scores(
+    x: torch.Tensor, pos: torch.Tensor, proj: nn.Module, rel: torch.Tensor, part: int
+) -> torch.Tensor:
     """``relative_scores(x, proj(rel))``: ``x`` [T, H, D] tokens, ``rel`` [2S, hidden] the
-    relative embeddings, ``proj`` the layer that projects them (the token's own key / query
-    projection when the model shares them).
+    relative embeddings, ``pos`` [2S, H, D] their projection by ``proj``'s base weights (the
+    token's own key / query projection when the model shares them: slice ``part`` of the
+    packed ``qkv_proj``; else ``pos_key_proj`` / ``pos_query_proj``, slice 0).
 
     Under vLLM's LoRA (``proj`` wrapped by one of its LoRA layers: ``lora_a_stacked`` /
-    ``lora_b_stacked`` per adapter slot, the batch's slot per token on ``punica_wrapper``), the
-    relative rows are projected per token by that token's adapter, as the library's LoRA model
-    does for a single adapter. They are not tokens, so the wrapper's own forward (which maps
-    rows to tokens) cannot project them: the base layer projects them once and the adapters'
-    part is added per token through the rank-space factors, for every slot at once (no
-    data-dependent branch), ``x_t . (B_s A_s rel_r)`` = ``(x_t B_s) . (A_s rel_r)`` summed over
-    the rank, with ``s`` the token's slot (none: no term).
+    ``lora_b_stacked`` per packed slice and adapter slot, the batch's slot per token on
+    ``punica_wrapper``), the relative rows are projected per token by that token's adapter, as
+    the library's LoRA model does for a single adapter: the adapters' part is added through
+    the rank-space factors, for every slot at once (no data-dependent branch),
+    ``x_t . (B_s A_s rel_r)`` = ``(x_t B_s) . (A_s rel_r)`` summed over the rank, with ``s``
+    the token's slot (none: no term).
     """
-
-    def heads(t: torch.Tensor) -> torch.Tensor:
-        return t.view(t.shape[0], -1, x.shape[-1])
-
+    scores = relative_scores(x, pos)
     lora_a = getattr(proj, "lora_a_stacked", None)
     if lora_a is None:
-        return relative_scores(x, heads(proj(rel)[0]))
-    scores = relative_scores(x, heads(proj.base_layer(rel)[0]))
-    a = lora_a[0][:, 0].to(x.dtype)  # [slots, rank, hidden] (vLLM folds the scaling into B)
-    b = proj.lora_b_stacked[0][:, 0].to(x.dtype)  # [slots, H * D, rank]
+        return scores
+    a = lora_a[part][:, 0].to(x.dtype)  # [slots, rank, hidden] (vLLM folds the scaling into B)
+    b = proj.lora_b_stacked[part][:, 0].to(x.dtype)  # [slots, H * D, rank]
     slots, rank = a.shape[0], a.shape[1]
     tokens = x.shape[0]
     # The wrapper's per-token slot buffer, cut to this batch's rows by their count (not by the
@@ -199,7 +225,9 @@ def projected_relative_scores(x: torch.Tensor, proj: nn.Module, rel: torch.Tenso
 
 
 class SelfAttention(nn.Module):
-    """Q/K/V (and optional separate position) projections; weights named as in HF."""
+    """One packed ``qkv_proj`` (Hugging Face's ``query_proj`` / ``key_proj`` / ``value_proj``,
+    loaded as its shards: one matmul, and under vLLM's LoRA one wrapper, where the checkpoint
+    has three) and optional separate position projections, named as in HF."""
 
     def __init__(self, config, prefix: str = "", quant_config: Any = None) -> None:
         super().__init__()
@@ -207,10 +235,10 @@ class SelfAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_dim = getattr(config, "attention_head_size", None) or hidden // self.num_heads
         width = self.num_heads * self.head_dim
-        for name in ("query_proj", "key_proj", "value_proj"):
-            setattr(self, name, ColumnParallelLinear(hidden, width, bias=True,
-                                                     quant_config=quant_config,
-                                                     prefix=f"{prefix}.{name}"))  # fmt: skip
+        self.qkv_proj = QKVParallelLinear(
+            hidden, self.head_dim, self.num_heads, bias=True, quant_config=quant_config,
+            prefix=f"{prefix}.qkv_proj",
+        )  # fmt: skip
         types = config.pos_att_type or []
         if isinstance(types, str):
             types = [t.strip() for t in types.lower().split("|")]
@@ -243,17 +271,25 @@ class SelfAttention(nn.Module):
         def heads(t: torch.Tensor) -> torch.Tensor:  # this rank's heads under TP
             return t.view(t.shape[0], -1, self.head_dim)
 
-        q = heads(self.query_proj(x)[0])
-        k = heads(self.key_proj(x)[0])
-        v = heads(self.value_proj(x)[0])
+        q, k, v = heads(self.qkv_proj(x)[0]).chunk(3, dim=1)  # views, strided by the packing
         c2p = p2c = None  # [H, T, 2 * span]: computed here, inside the compiled piece
-        if self.c2p:
-            proj = self.key_proj if self.share_att_key else self.pos_key_proj
-            c2p = projected_relative_scores(q, proj, rel_embeddings)
-        if self.p2c:
-            proj = self.query_proj if self.share_att_key else self.pos_query_proj
-            p2c = projected_relative_scores(k, proj, rel_embeddings)
-        out = torch.empty_like(q)
+        if self.share_att_key and (self.c2p or self.p2c):
+            pos_query, pos_key, _ = heads(base_projection(self.qkv_proj, rel_embeddings)).chunk(
+                3, dim=1
+            )
+            if self.c2p:
+                c2p = projected_relative_scores(q, pos_key, self.qkv_proj, rel_embeddings, 1)
+            if self.p2c:
+                p2c = projected_relative_scores(k, pos_query, self.qkv_proj, rel_embeddings, 0)
+        else:
+            if self.c2p:
+                pos_key = heads(base_projection(self.pos_key_proj, rel_embeddings))
+                c2p = projected_relative_scores(q, pos_key, self.pos_key_proj, rel_embeddings, 0)
+            if self.p2c:
+                proj = self.pos_query_proj
+                pos_query = heads(base_projection(proj, rel_embeddings))
+                p2c = projected_relative_scores(k, pos_query, proj, rel_embeddings, 0)
+        out = q.new_empty(q.shape)
         if rows is not None:
             torch.ops.vllm_factory.deberta_attention_rows(
                 q, k, v, rows.start, rows.end, rows.rel_index, c2p, p2c, self.scale_factor,
@@ -448,4 +484,4 @@ class DebertaV2Encoder(nn.Module):
         Names that match no parameter (task heads, ``position_ids``) are skipped; the returned
         set holds the loaded parameter names.
         """
-        return load_by_name(self, weights, prefixes=prefixes)
+        return load_by_name(self, weights, prefixes=prefixes, rename=packed_name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from torch import nn
-from vllm_factory.backbones.deberta import DebertaV2Encoder
+from vllm_factory.backbones.deberta import LORA_PACKED_MODULES, DebertaV2Encoder
 from vllm_factory.core.lora import FactoryLoRA
 from vllm_factory.heads.gliner.model import GLiNERSpanModel, adapter_mapper
 
@@ -23,7 +23,7 @@ class DebertaGLiNER(GLiNERSpanModel, FactoryLoRA):
     plain torch layers that vLLM's LoRA does not wrap: an adapter that targets it is refused
     when it loads."""
 
-    packed_modules_mapping: ClassVar[dict[str, list[str]]] = {}
+    packed_modules_mapping: ClassVar[dict[str, list[str]]] = LORA_PACKED_MODULES
     hf_to_vllm_mapper = adapter_mapper("encoder.")
 
     def build_backbone(self, hf_config: Any, prefix: str) -> nn.Module:

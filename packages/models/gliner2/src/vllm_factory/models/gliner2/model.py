@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 from vllm.model_executor.models.utils import WeightsMapper
-from vllm_factory.backbones.deberta import DebertaV2Encoder
+from vllm_factory.backbones.deberta import LORA_PACKED_MODULES, DebertaV2Encoder
 from vllm_factory.core.adapter import VllmPoolerAdapter
 from vllm_factory.core.compat import default_pooling_type
 from vllm_factory.core.lora import FactoryLoRA
@@ -72,7 +72,7 @@ class DebertaGLiNER2(GLiNER2Model, FactoryLoRA):
     which the mapper turns into this model's ``model.``. The heads are plain torch layers that
     vLLM's LoRA does not wrap: an adapter that targets them is refused when it loads."""
 
-    packed_modules_mapping: ClassVar[dict[str, list[str]]] = {}
+    packed_modules_mapping: ClassVar[dict[str, list[str]]] = LORA_PACKED_MODULES
     hf_to_vllm_mapper = WeightsMapper(orig_to_new_prefix={ENCODER_PREFIX: "model."})
 
     def build_encoder(self, hf_config: Any, prefix: str) -> nn.Module:
