@@ -7,8 +7,9 @@
 #
 # JOBS: a file of lines `NAME SECONDS COMMAND...` (blank lines and `#` comments skipped), run
 # one after the other from the checkout, each under `timeout SECONDS`, with $R (the results
-# folder, $HOME/res), $REFPY (the reference interpreter), PYTHONPATH=$HOME/site and py-spy (from
-# the bench references) on PATH. First the set-up: the vLLM wheelhouse parts in $HOME/stage
+# folder, $HOME/res), $REFPY (the reference interpreter), PYTHONPATH=$HOME/site, py-spy (from
+# the bench references) on PATH and $VLLM_FACTORY_COMMIT (the staged wheels' commit, from
+# .gpu/dist/COMMIT, which the runs' file names give). First the set-up: the vLLM wheelhouse parts in $HOME/stage
 # (their install.sh), our wheels in $HOME/dist, and, where present, the bench references in
 # $HOME/bench-refs. Every finished job (and the set-up) adds `NAME rc CODE SECONDS` to
 # $R/progress; `--wait` returns once NAME (or `all`, the end of the queue) is there or SECONDS
@@ -54,6 +55,9 @@ code=$?
 say setup "$code"
 [ "$code" = 0 ] || { say all "$code"; exit "$code"; }
 export R REFPY=$HOME/refpy PYTHONPATH=$HOME/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+# Runs name the commit the staged wheels were built from (stage.py writes it), not the one of
+# this copy's .git, which can lag it.
+[ -f .gpu/dist/COMMIT ] && export VLLM_FACTORY_COMMIT="$(cat .gpu/dist/COMMIT)"
 export PATH=$HOME/tools:$PATH
 while read -r name seconds command; do
   case "$name" in '' | '#'*) continue ;; esac

@@ -81,6 +81,13 @@ def build_wheels(dest: Path) -> list[Path]:
     subprocess.run([*download, "--only-binary=:all:", *HOST_PLATFORM, *HOST_EXTRAS], check=True)
     wheels = sorted(dest.glob("*.whl"))
     logger.info("wheels: %s", ", ".join(w.name for w in wheels))
+    # What the GPU host's runs name as their commit (queue.sh): its copy of the checkout may
+    # carry an older .git. bench_report.record_stem's form: short commit, + for changes.
+    described = subprocess.run(
+        ["git", "describe", "--always", "--abbrev=7", "--exclude=*", "--dirty=+"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    ).stdout.strip()  # fmt: skip
+    (dest / "COMMIT").write_text((described or "nocommit") + "\n")
     return wheels
 
 

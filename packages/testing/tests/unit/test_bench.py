@@ -752,3 +752,6 @@ def test_runs_are_recorded_by_machine_date_and_commit(
     (tmp_path / "f").write_text("2")  # a run of uncommitted code says so
     assert bench_report.record_stem("x", tmp_path) == f"{today}-{head}+-x"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d-[0-9a-f]{7}\+-x", bench_report.record_stem("x", tmp_path))
+    # On the GPU host the queue names the staged wheels' commit, whatever the checkout's .git says.
+    monkeypatch.setenv(bench_report.COMMIT_ENV, "abc1234")
+    assert bench_report.record_stem("x", tmp_path) == f"{today}-abc1234-x"

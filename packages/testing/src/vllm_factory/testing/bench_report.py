@@ -441,12 +441,23 @@ def results_folder(root: Path, machine: str) -> Path:
     return root / "docs" / "benchmarks" / machine
 
 
+# The commit a run names when the checkout's own ``.git`` cannot tell it: set by the GPU queue
+# (packages/testing/gpu/queue.sh) to the commit the staged wheels were built from, since the
+# GPU host's copy of the checkout carries a ``.git`` that can lag it.
+COMMIT_ENV = "VLLM_FACTORY_COMMIT"
+
+
 def record_stem(name: str, root: Path | None = None) -> str:
     """A run's file name stem: ``<date>-<commit>-<name>``, the UTC date and the short commit
     of the checkout ``root`` (``nocommit`` outside a git checkout, ``+`` after a commit with
-    uncommitted changes)."""
+    uncommitted changes), or ``$VLLM_FACTORY_COMMIT`` where set."""
+    import os
     import subprocess
     import time
+
+    staged = os.environ.get(COMMIT_ENV, "").strip()
+    if staged:
+        return f"{time.strftime('%Y-%m-%d', time.gmtime())}-{staged}-{name}"
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True)
