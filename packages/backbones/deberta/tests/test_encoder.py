@@ -137,6 +137,43 @@ def test_callers_prefix_and_foreign_weights(vllm_context) -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["v3", "v2_separate", "absolute_only"])
+def test_relative_rows_are_projected_once_at_load(vllm_context, name: str) -> None:
+    """Loading projects each layer's relative rows through its query / key weights (the
+    packed ``qkv_proj``'s slices, or the separate position projections); steps read them and
+    answer as when the rows are projected in the step."""
+    from vllm_factory.backbones.deberta.encoder import base_projection
+
+    _, _, ours, ids = _loaded(name, 4)
+    attention = [layer.attention.self for layer in ours.encoder.layer]
+    relative = name != "absolute_only"
+    assert all(a.rows_cached == relative for a in attention)
+    rel = ours.encoder.rel_embedding()
+    for a in attention if relative else ():
+        query_rows, key_rows = a.relative_rows(rel, base_projection)
+        torch.testing.assert_close(a.pos_query_rows, query_rows, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(a.pos_key_rows, key_rows, atol=1e-6, rtol=1e-6)
+    positions = torch.cat([torch.arange(n) for n in LENGTHS])
+    with torch.no_grad():
+        cached = ours(torch.cat(ids), positions)
+        for a in attention:
+            a.rows_cached = False
+        stepwise = ours(torch.cat(ids), positions)
+    torch.testing.assert_close(cached, stepwise, atol=1e-5, rtol=1e-5)
+
+
+def test_quantized_projections_keep_projecting_per_step(vllm_context) -> None:
+    """A quantized projection's weights are final only after vLLM's loader processes them, so
+    its layer projects the rows in each step."""
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+
+    config, hf = _hf_model("v3")
+    ours = DebertaV2Encoder(config)
+    ours.encoder.layer[0].attention.self.qkv_proj.quant_method = object()  # not vLLM's plain one
+    ours.load_weights(hf.state_dict().items())
+    assert [layer.attention.self.rows_cached for layer in ours.encoder.layer] == [False, True]
+
+
 def test_unknown_activation_is_refused(vllm_context) -> None:
     from transformers import DebertaV2Config
     from vllm_factory.backbones.deberta import DebertaV2Encoder

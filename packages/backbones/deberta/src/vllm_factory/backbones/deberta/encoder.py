@@ -32,6 +32,7 @@ from vllm.model_executor.layers.linear import (
     ColumnParallelLinear,
     QKVParallelLinear,
     RowParallelLinear,
+    UnquantizedLinearMethod,
 )
 from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 from vllm_factory.core import compat, envs
@@ -189,6 +190,17 @@ def base_projection(proj: nn.Module, rel: torch.Tensor) -> torch.Tensor:
     return getattr(proj, "base_layer", proj)(rel)[0]
 
 
+def loaded_projection(proj: nn.Module, rel: torch.Tensor) -> torch.Tensor:
+    """:func:`base_projection` from the weights as loaded, before vLLM's loader hands the layer
+    to its quantization method (which may repack or drop them: vLLM CPU's gemm dispatch)."""
+    base = getattr(proj, "base_layer", proj)
+    return F.linear(rel, base.weight, base.bias)
+
+
+def unquantized(proj: nn.Module) -> bool:
+    return isinstance(getattr(proj, "quant_method", None), UnquantizedLinearMethod)
+
+
 def projected_relative_scores(
     x: torch.Tensor, pos: torch.Tensor, proj: nn.Module, rel: torch.Tensor, part: int
 ) -> torch.Tensor:
@@ -239,6 +251,7 @@ class SelfAttention(nn.Module):
             hidden, self.head_dim, self.num_heads, bias=True, quant_config=quant_config,
             prefix=f"{prefix}.qkv_proj",
         )  # fmt: skip
+        self.local_width = self.qkv_proj.num_heads * self.head_dim  # this rank's heads
         types = config.pos_att_type or []
         if isinstance(types, str):
             types = [t.strip() for t in types.lower().split("|")]
@@ -260,6 +273,59 @@ class SelfAttention(nn.Module):
                     hidden, width, bias=True, quant_config=quant_config,
                     prefix=f"{prefix}.pos_query_proj",
                 )  # fmt: skip
+        # The relative rows through the query / key weights p2c / c2p use, [2S, this rank's
+        # width]: they depend on the weights alone, so they are projected once when the weights
+        # are loaded (cache_relative_rows) instead of in every step, unless a projection is
+        # quantized (its weights are final only after loading; projected per step then).
+        self.rows_cached = False
+        self.register_buffer("pos_query_rows", None, persistent=False)
+        self.register_buffer("pos_key_rows", None, persistent=False)
+
+    def relative_sources(self) -> tuple[tuple[nn.Module, int] | None, ...]:
+        """``(layer, packed slice)`` whose weights project the relative rows for p2c (the
+        query projection) and for c2p (the key projection); ``None`` where unused."""
+        if self.share_att_key:
+            return (self.qkv_proj, 0) if self.p2c else None, (
+                self.qkv_proj,
+                1,
+            ) if self.c2p else None
+        return (
+            (self.pos_query_proj, 0) if self.p2c else None,
+            (self.pos_key_proj, 0) if self.c2p else None,
+        )
+
+    def relative_rows(
+        self, rel: torch.Tensor, project: Callable[[nn.Module, torch.Tensor], torch.Tensor]
+    ) -> list[torch.Tensor | None]:
+        """p2c's and c2p's relative rows [2S, width]: ``rel`` through their sources' weights by
+        ``project(layer, rows)``, the packed ``qkv_proj`` once for both."""
+        sources = self.relative_sources()
+        if not self.share_att_key:
+            return [None if s is None else project(s[0], rel) for s in sources]
+        width = self.local_width
+        packed = project(self.qkv_proj, rel)
+        return [
+            None if s is None else packed[:, s[1] * width : (s[1] + 1) * width] for s in sources
+        ]
+
+    def cache_relative_rows(self, rel: torch.Tensor | None) -> None:
+        """Project the relative rows with the weights just loaded (see ``rows_cached``)."""
+        sources = [s for s in self.relative_sources() if s is not None]
+        self.rows_cached = (
+            rel is not None and bool(sources) and all(unquantized(layer) for layer, _ in sources)
+        )
+        if not self.rows_cached:
+            return
+        with torch.no_grad():
+            rows = self.relative_rows(rel, loaded_projection)
+        for name, value in zip(("pos_query_rows", "pos_key_rows"), rows):
+            held = getattr(self, name)
+            if value is None:
+                continue
+            if held is not None and held.shape == value.shape:
+                held.copy_(value)  # a reload keeps the address CUDA graphs read
+            else:
+                setattr(self, name, value.contiguous())
 
     def forward(
         self,
@@ -273,22 +339,18 @@ class SelfAttention(nn.Module):
 
         q, k, v = heads(self.qkv_proj(x)[0]).chunk(3, dim=1)  # views, strided by the packing
         c2p = p2c = None  # [H, T, 2 * span]: computed here, inside the compiled piece
-        if self.share_att_key and (self.c2p or self.p2c):
-            pos_query, pos_key, _ = heads(base_projection(self.qkv_proj, rel_embeddings)).chunk(
-                3, dim=1
-            )
-            if self.c2p:
-                c2p = projected_relative_scores(q, pos_key, self.qkv_proj, rel_embeddings, 1)
-            if self.p2c:
-                p2c = projected_relative_scores(k, pos_query, self.qkv_proj, rel_embeddings, 0)
-        else:
-            if self.c2p:
-                pos_key = heads(base_projection(self.pos_key_proj, rel_embeddings))
-                c2p = projected_relative_scores(q, pos_key, self.pos_key_proj, rel_embeddings, 0)
-            if self.p2c:
-                proj = self.pos_query_proj
-                pos_query = heads(base_projection(proj, rel_embeddings))
-                p2c = projected_relative_scores(k, pos_query, proj, rel_embeddings, 0)
+        if self.c2p or self.p2c:
+            if self.rows_cached:
+                query_rows, key_rows = self.pos_query_rows, self.pos_key_rows
+            else:
+                query_rows, key_rows = self.relative_rows(rel_embeddings, base_projection)
+            query_source, key_source = self.relative_sources()
+            if key_source is not None:  # the tokens' queries against the rows' keys
+                proj, part = key_source
+                c2p = projected_relative_scores(q, heads(key_rows), proj, rel_embeddings, part)
+            if query_source is not None:  # the tokens' keys against the rows' queries
+                proj, part = query_source
+                p2c = projected_relative_scores(k, heads(query_rows), proj, rel_embeddings, part)
         out = q.new_empty(q.shape)
         if rows is not None:
             torch.ops.vllm_factory.deberta_attention_rows(
@@ -427,6 +489,14 @@ class Encoder(nn.Module):
         rel = self.rel_embeddings.weight
         return self.LayerNorm(rel) if self.norm_rel_ebd else rel
 
+    def cache_relative_rows(self) -> None:
+        """Each layer's relative rows from the weights just loaded
+        (:meth:`SelfAttention.cache_relative_rows`)."""
+        with torch.no_grad():
+            rel = self.rel_embedding()
+            for layer in self.layer:
+                layer.attention.self.cache_relative_rows(rel)
+
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         rel = self.rel_embedding()
         embedded = x
@@ -482,6 +552,9 @@ class DebertaV2Encoder(nn.Module):
         """Load HF ``DebertaV2Model`` names, bare or under one of ``prefixes``.
 
         Names that match no parameter (task heads, ``position_ids``) are skipped; the returned
-        set holds the loaded parameter names.
+        set holds the loaded parameter names. The relative rows are then projected
+        (:meth:`Encoder.cache_relative_rows`).
         """
-        return load_by_name(self, weights, prefixes=prefixes, rename=packed_name)
+        loaded = load_by_name(self, weights, prefixes=prefixes, rename=packed_name)
+        self.encoder.cache_relative_rows()
+        return loaded
