@@ -195,8 +195,9 @@ def add_compile_key(vllm_config: Any, **settings: str | bool | int) -> None:
     torch.compile and AOT artifacts, and loads what it finds there without tracing again. So a
     server started with another opt-in than the last one on the machine would run the graph
     compiled for that one (on CUDA vLLM 0.26 the engine then failed to start). The settings
-    go under ``additional_config["vllm_factory"]``; call this from the compiled module's
-    ``__init__``, before vLLM compiles."""
+    go under ``additional_config["vllm_factory"]``; call this before vLLM compiles: from the
+    compiled module's ``__init__``, or from its ``load_weights`` for what loading decides
+    (vLLM computes the key at the first forward)."""
     extra = getattr(vllm_config, "additional_config", None)
     if isinstance(extra, dict):
         extra.setdefault("vllm_factory", {}).update(settings)

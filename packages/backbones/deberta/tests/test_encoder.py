@@ -174,6 +174,26 @@ def test_quantized_projections_keep_projecting_per_step(vllm_context) -> None:
     assert [layer.attention.self.rows_cached for layer in ours.encoder.layer] == [False, True]
 
 
+def test_rows_choice_keys_vllms_compile_cache(vllm_context) -> None:
+    """Steps that read the loaded rows and steps that project them compile to different
+    graphs; a start that never calls ``load_weights`` (vLLM's dummy weights) must not load the
+    other's graph from vLLM's compile cache."""
+    from vllm.config import CompilationConfig, CompilationMode, VllmConfig
+    from vllm_factory.backbones.deberta import DebertaV2Encoder
+
+    config, hf = _hf_model("v3")
+    keys = {}
+    for load in (False, True):
+        vllm_config = VllmConfig(compilation_config=CompilationConfig(mode=CompilationMode.NONE))
+        ours = DebertaV2Encoder(config, vllm_config=vllm_config)
+        if load:
+            ours.load_weights(hf.state_dict().items())
+            assert vllm_config.additional_config["vllm_factory"]["deberta_relative_rows"] == "load"
+        vllm_config.compilation_config.splitting_ops = []  # only our settings tell them apart
+        keys[load] = vllm_config.compute_hash()
+    assert keys[False] != keys[True]
+
+
 def test_unknown_activation_is_refused(vllm_context) -> None:
     from transformers import DebertaV2Config
     from vllm_factory.backbones.deberta import DebertaV2Encoder

@@ -489,13 +489,14 @@ class Encoder(nn.Module):
         rel = self.rel_embeddings.weight
         return self.LayerNorm(rel) if self.norm_rel_ebd else rel
 
-    def cache_relative_rows(self) -> None:
+    def cache_relative_rows(self) -> bool:
         """Each layer's relative rows from the weights just loaded
-        (:meth:`SelfAttention.cache_relative_rows`)."""
+        (:meth:`SelfAttention.cache_relative_rows`); whether any layer keeps them."""
         with torch.no_grad():
             rel = self.rel_embedding()
             for layer in self.layer:
                 layer.attention.self.cache_relative_rows(rel)
+        return any(layer.attention.self.rows_cached for layer in self.layer)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         rel = self.rel_embedding()
@@ -556,5 +557,10 @@ class DebertaV2Encoder(nn.Module):
         (:meth:`Encoder.cache_relative_rows`).
         """
         loaded = load_by_name(self, weights, prefixes=prefixes, rename=packed_name)
-        self.encoder.cache_relative_rows()
+        cached = self.encoder.cache_relative_rows()
+        # Steps that read the rows compile to another graph than steps that project them, and
+        # vLLM's compile caches do not see how the weights came (a start with
+        # --load-format dummy never calls this): the choice goes into their key.
+        rows = "load" if cached else "step"
+        compat.add_compile_key(getattr(self, "vllm_config", None), deberta_relative_rows=rows)
         return loaded
